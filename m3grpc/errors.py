@@ -1,0 +1,119 @@
+"""Typed errors of M3.
+
+Each error has a stable machine-readable `reason` (it becomes
+`google.rpc.ErrorInfo.reason` on the wire) and string `metadata` (ErrorInfo
+metadata). One Python type maps to one gRPC status code in the api layer.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import ClassVar
+
+ERROR_DOMAIN = "m3grpc.dev"
+
+
+@dataclass(frozen=True)
+class FieldViolation:
+    """One bad field: a dotted/bracketed path into the request and what is wrong."""
+
+    field: str
+    description: str
+
+
+class M3Error(Exception):
+    """Base of every typed M3 error."""
+
+    reason: ClassVar[str] = "M3_ERROR"
+
+    def __init__(self, message: str, *, metadata: Mapping[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.metadata: dict[str, str] = {k: str(v) for k, v in (metadata or {}).items()}
+
+
+class _WithViolations(M3Error):
+    def __init__(
+        self,
+        message: str,
+        *,
+        field_violations: Sequence[FieldViolation] = (),
+        metadata: Mapping[str, str] | None = None,
+    ) -> None:
+        super().__init__(message, metadata=metadata)
+        self.field_violations: tuple[FieldViolation, ...] = tuple(field_violations)
+
+    def __str__(self) -> str:
+        if not self.field_violations:
+            return self.message
+        details = "; ".join(f"{v.field}: {v.description}" for v in self.field_violations)
+        return f"{self.message} ({details})"
+
+
+class ModelValidationError(_WithViolations):
+    """A submission is invalid: bad human_input, plan with managed input, bad spec."""
+
+    reason = "MODEL_VALIDATION_FAILED"
+
+
+class ManagedInputValidationError(_WithViolations):
+    """Malformed IDs, response maps, actions or schema content. Changes nothing."""
+
+    reason = "MANAGED_INPUT_INVALID"
+
+
+class ConflictKind(enum.StrEnum):
+    STALE_LEASE = "stale_lease"
+    IDEMPOTENCY_KEY_REUSED = "idempotency_key_reused"
+    CONCURRENT_UPDATE = "concurrent_update"
+    REQUEST_ID_REUSED = "request_id_reused"
+
+
+class ManagedInputConflict(M3Error):
+    """Stale ownership, an idempotency conflict or a concurrent update."""
+
+    reason = "MANAGED_INPUT_CONFLICT"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        conflict_kind: ConflictKind,
+        metadata: Mapping[str, str] | None = None,
+    ) -> None:
+        super().__init__(
+            message, metadata={**(metadata or {}), "conflict_kind": conflict_kind.value}
+        )
+        self.conflict_kind = conflict_kind
+
+
+class ManagedInputStateError(M3Error):
+    """The transition or response is invalid for the round's current state."""
+
+    reason = "MANAGED_INPUT_STATE_INVALID"
+
+
+class RoundNotFoundError(ManagedInputStateError):
+    """No round with that ID exists."""
+
+    reason = "ROUND_NOT_FOUND"
+
+
+class ManagedInputRecoveryError(M3Error):
+    """The store cannot safely recover or reclaim a round."""
+
+    reason = "MANAGED_INPUT_RECOVERY_UNAVAILABLE"
+
+
+class OperationTimeout(M3Error):
+    """An operation (or a round's deadline) ran out of time."""
+
+    reason = "OPERATION_TIMEOUT"
+
+
+class ExecutionNotFoundError(M3Error):
+    """No execution with that ID exists."""
+
+    reason = "EXECUTION_NOT_FOUND"

@@ -1,0 +1,42 @@
+"""Durable storage of executions and managed-input rounds (SQLAlchemy: SQLite, PostgreSQL)."""
+
+from m3grpc.storage.events import EventKind, StoredEvent
+from m3grpc.storage.executions import (
+    ClaimedExecution,
+    CreatedExecution,
+    EphemeralExecutionStore,
+    SqlExecutionStore,
+    SQLiteExecutionStore,
+)
+from m3grpc.storage.managed_input import (
+    RECOVERY_FAILURE_CODE,
+    ManagedInputStore,
+    ResponseSubmission,
+    SQLiteManagedInputStore,
+    SqlManagedInputStore,
+)
+from m3grpc.types import (
+    ManagedInputLease,
+    ManagedInputRecord,
+    ManagedInputStatus,
+    RedactedResponses,
+)
+
+__all__ = [
+    "RECOVERY_FAILURE_CODE",
+    "ClaimedExecution",
+    "CreatedExecution",
+    "EphemeralExecutionStore",
+    "EventKind",
+    "ManagedInputLease",
+    "ManagedInputRecord",
+    "ManagedInputStatus",
+    "ManagedInputStore",
+    "RedactedResponses",
+    "ResponseSubmission",
+    "SQLiteExecutionStore",
+    "SQLiteManagedInputStore",
+    "SqlExecutionStore",
+    "SqlManagedInputStore",
+    "StoredEvent",
+]

@@ -1,0 +1,148 @@
+"""Engines and transactions for every backend M3 stores data in.
+
+SQLite: WAL with `synchronous=FULL` by default (an acknowledged write survives
+power loss), foreign keys on, the busy timeout honoured, and `BEGIN IMMEDIATE`
+for every read-then-write transaction: a deferred transaction that upgrades
+its read lock can fail with `database is locked` past any busy timeout, an
+immediate one waits its turn instead.
+
+PostgreSQL: the same statements; read-then-write transactions lock their rows
+with `SELECT ... FOR UPDATE`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Literal
+
+import sqlalchemy as sa
+from sqlalchemy import event
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy.pool import NullPool
+
+from m3grpc.errors import ConflictKind, ManagedInputConflict
+from m3grpc.storage.schema import metadata
+
+SQLiteSynchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
+
+# The option a connection carries when its transaction will write.
+_WRITE_OPTION = "m3_write_transaction"
+# Serialises schema creation across processes on PostgreSQL.
+_SCHEMA_LOCK_KEY = 0x4D33_0001
+
+
+def database_url(database: str | os.PathLike[str]) -> str:
+    """A SQLAlchemy URL for a URL string, or for a path to an SQLite file."""
+    text = os.fspath(database)
+    if "://" in text:
+        return text
+    return f"sqlite:///{Path(text).expanduser().resolve()}"
+
+
+def create_store_engine(
+    database: str | os.PathLike[str],
+    *,
+    busy_timeout_ms: int = 5000,
+    sqlite_synchronous: SQLiteSynchronous = "FULL",
+) -> Engine:
+    """Create an engine for `database` (a URL or an SQLite path) and its schema."""
+    url = sa.make_url(database_url(database))
+    if url.get_backend_name() == "sqlite":
+        if url.database in (None, "", ":memory:"):
+            raise ValueError("an SQLite store needs a file path; use EphemeralExecutionStore")
+        engine = sa.create_engine(
+            url,
+            # One connection per operation: no handle outlives the operation.
+            poolclass=NullPool,
+            connect_args={"timeout": busy_timeout_ms / 1000, "check_same_thread": False},
+        )
+        _configure_sqlite(engine, busy_timeout_ms, sqlite_synchronous)
+    else:
+        engine = sa.create_engine(url, pool_pre_ping=True)
+    ensure_schema(engine)
+    return engine
+
+
+def _configure_sqlite(engine: Engine, busy_timeout_ms: int, synchronous: str) -> None:
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        # Let SQLAlchemy's begin event, not the driver, decide how BEGIN is issued.
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        try:
+            cursor.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+            cursor.execute("PRAGMA foreign_keys = ON")
+            cursor.execute(f"PRAGMA synchronous = {synchronous}")
+        finally:
+            cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(connection: Connection) -> None:
+        if connection.get_execution_options().get(_WRITE_OPTION):
+            connection.exec_driver_sql("BEGIN IMMEDIATE")
+        else:
+            connection.exec_driver_sql("BEGIN")
+
+
+def ensure_schema(engine: Engine) -> None:
+    """Create the tables if missing; safe when several processes start at once."""
+    with write_transaction(engine) as conn:
+        if conn.dialect.name == "sqlite":
+            conn.exec_driver_sql("PRAGMA journal_mode = WAL")
+        elif conn.dialect.name == "postgresql":
+            conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": _SCHEMA_LOCK_KEY})
+        metadata.create_all(conn)
+
+
+@contextmanager
+def write_transaction(engine: Engine) -> Iterator[Connection]:
+    """A read-then-write transaction (BEGIN IMMEDIATE on SQLite), committed on exit.
+
+    Lock contention that outlasts the busy timeout surfaces as a typed, retryable
+    ManagedInputConflict instead of a raw driver error.
+    """
+    try:
+        with engine.connect() as conn:
+            conn.execution_options(**{_WRITE_OPTION: True})
+            with conn.begin():
+                yield conn
+    except OperationalError as exc:
+        if _is_lock_contention(exc):
+            raise ManagedInputConflict(
+                "the database stayed busy past the busy timeout; retry",
+                conflict_kind=ConflictKind.CONCURRENT_UPDATE,
+            ) from exc
+        raise
+    except DBAPIError as exc:
+        if _is_lock_contention(exc):
+            raise ManagedInputConflict(
+                "a concurrent transaction conflicted; retry",
+                conflict_kind=ConflictKind.CONCURRENT_UPDATE,
+            ) from exc
+        raise
+
+
+@contextmanager
+def read_transaction(engine: Engine) -> Iterator[Connection]:
+    """A read-only transaction: one consistent snapshot, no write lock."""
+    with engine.connect() as conn, conn.begin():
+        yield conn
+
+
+def _is_lock_contention(exc: DBAPIError) -> bool:
+    text = str(exc.orig).lower()
+    code = getattr(exc.orig, "sqlstate", None)
+    # SQLite busy/locked; PostgreSQL serialization failure / deadlock.
+    return (
+        "database is locked" in text
+        or "database is busy" in text
+        or code
+        in (
+            "40001",
+            "40P01",
+        )
+    )

@@ -1,0 +1,84 @@
+"""The append-only event log that WatchPending streams and resumes from."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from datetime import datetime
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from m3grpc.storage.schema import events
+
+# Held until commit on PostgreSQL so that sequence order equals commit order:
+# a reader resuming after seq N can never later see a smaller seq commit.
+_EVENT_LOCK_KEY = 0x4D33_0002
+
+
+class EventKind(enum.StrEnum):
+    ROUND_PENDING = "round_pending"
+    ROUND_LEFT_PENDING = "round_left_pending"
+    ROUND_CHANGED = "round_changed"
+    EXECUTION_FINISHED = "execution_finished"
+
+
+def round_event_kind(previous_status: str) -> EventKind:
+    """The event a round's status change appends, given the status it leaves."""
+    return EventKind.ROUND_LEFT_PENDING if previous_status == "pending" else EventKind.ROUND_CHANGED
+
+
+@dataclass(frozen=True)
+class StoredEvent:
+    seq: int
+    kind: EventKind
+    execution_id: str
+    round_id: str | None
+    status: str | None
+    created_at: datetime
+
+
+def append_event(
+    conn: Connection,
+    kind: EventKind,
+    *,
+    execution_id: str,
+    created_at: datetime,
+    round_id: str | None = None,
+    status: str | None = None,
+) -> None:
+    """Append one event inside the caller's transaction."""
+    if conn.dialect.name == "postgresql":
+        conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": _EVENT_LOCK_KEY})
+    conn.execute(
+        events.insert().values(
+            kind=kind.value,
+            execution_id=execution_id,
+            round_id=round_id,
+            status=status,
+            created_at=created_at,
+        )
+    )
+
+
+def read_events(
+    conn: Connection, *, after_seq: int, execution_id: str | None = None, limit: int = 500
+) -> list[StoredEvent]:
+    query = sa.select(events).where(events.c.seq > after_seq).order_by(events.c.seq).limit(limit)
+    if execution_id is not None:
+        query = query.where(events.c.execution_id == execution_id)
+    return [
+        StoredEvent(
+            seq=row.seq,
+            kind=EventKind(row.kind),
+            execution_id=row.execution_id,
+            round_id=row.round_id,
+            status=row.status,
+            created_at=row.created_at,
+        )
+        for row in conn.execute(query)
+    ]
+
+
+def last_seq(conn: Connection) -> int:
+    return int(conn.execute(sa.select(sa.func.coalesce(sa.func.max(events.c.seq), 0))).scalar_one())

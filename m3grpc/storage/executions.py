@@ -1,0 +1,462 @@
+"""The execution store: executions, their worker leases, results and the event log.
+
+An execution is queued by Submit, claimed by one worker under a lease (which
+the worker renews), and finished exactly once. The queue lives in the database,
+so several service replicas on one PostgreSQL database share the work.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, Row
+
+from m3grpc.errors import (
+    ConflictKind,
+    ExecutionNotFoundError,
+    ManagedInputConflict,
+    ManagedInputRecoveryError,
+)
+from m3grpc.storage.engine import (
+    SQLiteSynchronous,
+    create_store_engine,
+    read_transaction,
+    write_transaction,
+)
+from m3grpc.storage.events import (
+    EventKind,
+    StoredEvent,
+    append_event,
+    last_seq,
+    read_events,
+    round_event_kind,
+)
+from m3grpc.storage.managed_input import (
+    _NON_TERMINAL,
+    RECOVERY_FAILURE_CODE,
+    Clock,
+    SqlManagedInputStore,
+    finish_execution_failed,
+    new_lease_token,
+    utc_now,
+)
+from m3grpc.storage.response_validation import require_identifier
+from m3grpc.storage.schema import executions, rounds
+from m3grpc.types import (
+    ExecutionOutcome,
+    ExecutionResult,
+    ExecutionState,
+    ExecutionStatus,
+    HumanInput,
+    ManagedInputLease,
+    ManagedInputStatus,
+    ensure_aware,
+)
+
+
+@dataclass(frozen=True)
+class ClaimedExecution:
+    """An execution a worker has claimed: what to run and the lease it runs under."""
+
+    execution_id: str
+    spec: dict[str, Any]
+    human_input: HumanInput
+    lease: ManagedInputLease
+
+
+@dataclass(frozen=True)
+class CreatedExecution:
+    state: ExecutionState
+    created: bool  # False: an AIP-155 replay of an earlier request_id
+
+
+class SqlExecutionStore:
+    """Executions, rounds and events in one database chosen by a URL or SQLite path."""
+
+    persistent = True
+
+    def __init__(
+        self,
+        database: str | os.PathLike[str],
+        *,
+        busy_timeout_ms: int = 5000,
+        clock: Clock | None = None,
+        sqlite_synchronous: SQLiteSynchronous = "FULL",
+    ) -> None:
+        if clock is not None:
+            ensure_aware(clock(), "the supplied clock's time")
+        self._clock: Clock = clock or utc_now
+        self._engine = create_store_engine(
+            database, busy_timeout_ms=busy_timeout_ms, sqlite_synchronous=sqlite_synchronous
+        )
+        self._managed_input_store: SqlManagedInputStore | None = None
+
+    @property
+    def managed_input_store(self) -> SqlManagedInputStore:
+        """The ManagedInputStore on the same database, created on first use."""
+        if self._managed_input_store is None:
+            self._managed_input_store = SqlManagedInputStore(self._engine, clock=self._clock)
+        return self._managed_input_store
+
+    @property
+    def dialect(self) -> str:
+        return self._engine.dialect.name
+
+    def now(self) -> datetime:
+        return ensure_aware(self._clock(), "the store clock's time")
+
+    def close(self) -> None:
+        self._engine.dispose()
+
+    # -- submission and reads ---------------------------------------------------
+
+    def create_execution(
+        self,
+        spec: Mapping[str, Any],
+        *,
+        human_input: HumanInput,
+        request_id: str | None = None,
+    ) -> CreatedExecution:
+        """Queue an execution. The same request_id with the same spec returns the first one."""
+        document = json.loads(json.dumps(dict(spec), sort_keys=True, default=str))
+        digest = hashlib.sha256(
+            json.dumps([document, human_input], sort_keys=True).encode()
+        ).hexdigest()
+        with write_transaction(self._engine) as conn:
+            if request_id:
+                existing = conn.execute(
+                    sa.select(executions).where(executions.c.request_id == request_id)
+                ).first()
+                if existing is not None:
+                    if existing.request_digest != digest:
+                        raise ManagedInputConflict(
+                            "this request_id was used for a different submission",
+                            conflict_kind=ConflictKind.REQUEST_ID_REUSED,
+                            metadata={
+                                "request_id": request_id,
+                                "execution_id": existing.execution_id,
+                            },
+                        )
+                    return CreatedExecution(_state(existing), created=False)
+            now = self.now()
+            execution_id = f"exe_{uuid.uuid4().hex}"
+            conn.execute(
+                executions.insert().values(
+                    execution_id=execution_id,
+                    request_id=request_id or None,
+                    request_digest=digest,
+                    spec=document,
+                    human_input=human_input,
+                    lifecycle=ExecutionStatus.QUEUED.value,
+                    cancel_requested=False,
+                    created_at=now,
+                    updated_at=now,
+                )
+            )
+            return CreatedExecution(_state(self._load(conn, execution_id)), created=True)
+
+    def get_state(self, execution_id: str) -> ExecutionState:
+        with read_transaction(self._engine) as conn:
+            return _state(self._load(conn, execution_id))
+
+    def get_spec(self, execution_id: str) -> dict[str, Any]:
+        with read_transaction(self._engine) as conn:
+            return dict(self._load(conn, execution_id).spec)
+
+    def get_result(self, execution_id: str) -> ExecutionResult | None:
+        """The terminal result, or None while the execution is unfinished."""
+        with read_transaction(self._engine) as conn:
+            row = self._load(conn, execution_id)
+        if row.result is None:
+            return None
+        return ExecutionResult.model_validate(row.result)
+
+    # -- the worker's side --------------------------------------------------------
+
+    def claim_next(self, *, owner_id: str, lease_duration: timedelta) -> ClaimedExecution | None:
+        """Claim the oldest queued execution for `owner_id`, or None when the queue is empty."""
+        require_identifier(owner_id, "owner_id")
+        with write_transaction(self._engine) as conn:
+            query = (
+                sa.select(executions)
+                .where(executions.c.lifecycle == ExecutionStatus.QUEUED.value)
+                .order_by(executions.c.created_at, executions.c.execution_id)
+                .limit(1)
+            )
+            if conn.dialect.name == "postgresql":
+                query = query.with_for_update(skip_locked=True)
+            row = conn.execute(query).first()
+            if row is None:
+                return None
+            now = self.now()
+            lease = ManagedInputLease(
+                owner_id=owner_id, lease_token=new_lease_token(), expires_at=now + lease_duration
+            )
+            conn.execute(
+                executions.update()
+                .where(executions.c.execution_id == row.execution_id)
+                .values(
+                    lifecycle=ExecutionStatus.RUNNING.value,
+                    worker_owner_id=lease.owner_id,
+                    worker_lease_token=lease.lease_token,
+                    worker_lease_expires_at=lease.expires_at,
+                    updated_at=now,
+                )
+            )
+            return ClaimedExecution(
+                execution_id=row.execution_id,
+                spec=dict(row.spec),
+                human_input=row.human_input,
+                lease=lease,
+            )
+
+    def renew_execution(
+        self, execution_id: str, lease: ManagedInputLease, *, lease_duration: timedelta
+    ) -> tuple[ManagedInputLease, bool]:
+        """Extend the worker's lease; returns the new lease and whether cancel was asked."""
+        with write_transaction(self._engine) as conn:
+            row, now = self._guard(conn, execution_id, lease)
+            renewed = lease.model_copy(update={"expires_at": now + lease_duration})
+            conn.execute(
+                executions.update()
+                .where(executions.c.execution_id == execution_id)
+                .values(worker_lease_expires_at=renewed.expires_at, updated_at=now)
+            )
+            return renewed, bool(row.cancel_requested)
+
+    def set_lifecycle(
+        self, execution_id: str, lease: ManagedInputLease, lifecycle: ExecutionStatus
+    ) -> None:
+        """Move a running execution between RUNNING and WAITING_FOR_INPUT."""
+        if lifecycle not in (ExecutionStatus.RUNNING, ExecutionStatus.WAITING_FOR_INPUT):
+            raise ValueError(f"set_lifecycle cannot set {lifecycle}")
+        with write_transaction(self._engine) as conn:
+            _row, now = self._guard(conn, execution_id, lease)
+            conn.execute(
+                executions.update()
+                .where(executions.c.execution_id == execution_id)
+                .values(lifecycle=lifecycle.value, updated_at=now)
+            )
+
+    def finish(
+        self, execution_id: str, lease: ManagedInputLease | None, result: ExecutionResult
+    ) -> ExecutionState:
+        """Finish the execution once. The lease holder finishes a running execution;
+        None finishes one that no worker holds (a queued execution being cancelled)."""
+        with write_transaction(self._engine) as conn:
+            if lease is None:
+                row = self._load(conn, execution_id, for_update=True)
+                if row.worker_owner_id is not None or row.lifecycle == "finished":
+                    raise ManagedInputConflict(
+                        "the execution is held by a worker or already finished",
+                        conflict_kind=ConflictKind.CONCURRENT_UPDATE,
+                        metadata={"execution_id": execution_id},
+                    )
+            else:
+                self._guard(conn, execution_id, lease)
+            self._finish(conn, execution_id, result)
+            return _state(self._load(conn, execution_id))
+
+    def _finish(self, conn: Connection, execution_id: str, result: ExecutionResult) -> None:
+        now = result.finished_at
+        conn.execute(
+            executions.update()
+            .where(executions.c.execution_id == execution_id)
+            .values(
+                lifecycle=ExecutionStatus.FINISHED.value,
+                outcome=result.outcome.value,
+                result=result.model_dump(mode="json"),
+                failure_code=result.failure_code,
+                failure_message=result.failure_message,
+                worker_owner_id=None,
+                worker_lease_token=None,
+                worker_lease_expires_at=None,
+                updated_at=now,
+                finished_at=now,
+            )
+        )
+        append_event(
+            conn,
+            EventKind.EXECUTION_FINISHED,
+            execution_id=execution_id,
+            status=result.outcome.value,
+            created_at=now,
+        )
+
+    def request_cancel(self, execution_id: str) -> ExecutionState:
+        """Ask for cancellation. A queued execution finishes cancelled at once; a
+        running one is cancelled by its worker, which sees the flag on renewal."""
+        with write_transaction(self._engine) as conn:
+            row = self._load(conn, execution_id, for_update=True)
+            now = self.now()
+            if row.lifecycle == ExecutionStatus.QUEUED.value:
+                self._finish(
+                    conn,
+                    execution_id,
+                    ExecutionResult(
+                        execution_id=execution_id,
+                        outcome=ExecutionOutcome.CANCELLED,
+                        failure_code="cancelled",
+                        failure_message="cancelled before a worker started it",
+                        finished_at=now,
+                    ),
+                )
+            elif row.lifecycle != ExecutionStatus.FINISHED.value:
+                conn.execute(
+                    executions.update()
+                    .where(executions.c.execution_id == execution_id)
+                    .values(cancel_requested=True, updated_at=now)
+                )
+            return _state(self._load(conn, execution_id))
+
+    # -- recovery ---------------------------------------------------------------
+
+    def expired_execution_ids(self) -> list[str]:
+        """Unfinished executions whose worker's lease has expired."""
+        now = self.now()
+        with read_transaction(self._engine) as conn:
+            return list(
+                conn.execute(
+                    sa.select(executions.c.execution_id)
+                    .where(executions.c.lifecycle != ExecutionStatus.FINISHED.value)
+                    .where(executions.c.worker_lease_expires_at <= now)
+                ).scalars()
+            )
+
+    def fail_recovery(self, execution_id: str) -> ExecutionState:
+        """Fail closed an execution whose worker disappeared, with its open rounds."""
+        message = "the worker running this execution disappeared; it cannot be resumed"
+        with write_transaction(self._engine) as conn:
+            row = self._load(conn, execution_id, for_update=True)
+            now = self.now()
+            if row.lifecycle == ExecutionStatus.FINISHED.value:
+                return _state(row)
+            if row.worker_lease_expires_at is None or row.worker_lease_expires_at > now:
+                raise ManagedInputRecoveryError(
+                    "the execution's worker still holds a live lease",
+                    metadata={"execution_id": execution_id},
+                )
+            open_rounds = conn.execute(
+                sa.select(rounds.c.round_id, rounds.c.status)
+                .where(rounds.c.execution_id == execution_id)
+                .where(rounds.c.status.in_([s.value for s in _NON_TERMINAL]))
+            ).all()
+            for round_id, status in open_rounds:
+                conn.execute(
+                    rounds.update()
+                    .where(rounds.c.round_id == round_id)
+                    .values(
+                        status=ManagedInputStatus.FAILED.value,
+                        failed_at=now,
+                        updated_at=now,
+                        failure_code=RECOVERY_FAILURE_CODE,
+                        failure_message=message,
+                    )
+                )
+                append_event(
+                    conn,
+                    round_event_kind(status),
+                    execution_id=execution_id,
+                    round_id=round_id,
+                    status=ManagedInputStatus.FAILED.value,
+                    created_at=now,
+                )
+            finish_execution_failed(
+                conn,
+                execution_id,
+                now=now,
+                failure_code=RECOVERY_FAILURE_CODE,
+                failure_message=message,
+            )
+            return _state(self._load(conn, execution_id))
+
+    # -- events -------------------------------------------------------------------
+
+    def read_events(
+        self, *, after_seq: int, execution_id: str | None = None, limit: int = 500
+    ) -> list[StoredEvent]:
+        with read_transaction(self._engine) as conn:
+            return read_events(conn, after_seq=after_seq, execution_id=execution_id, limit=limit)
+
+    def last_event_seq(self) -> int:
+        with read_transaction(self._engine) as conn:
+            return last_seq(conn)
+
+    # -- internals -----------------------------------------------------------------
+
+    def _guard(
+        self, conn: Connection, execution_id: str, lease: ManagedInputLease
+    ) -> tuple[Row[Any], datetime]:
+        row = self._load(conn, execution_id, for_update=True)
+        now = self.now()
+        if (
+            row.worker_owner_id != lease.owner_id
+            or row.worker_lease_token != lease.lease_token
+            or row.worker_lease_expires_at is None
+            or row.worker_lease_expires_at <= now
+        ):
+            raise ManagedInputConflict(
+                "stale execution lease",
+                conflict_kind=ConflictKind.STALE_LEASE,
+                metadata={"execution_id": execution_id},
+            )
+        return row, now
+
+    @staticmethod
+    def _load(conn: Connection, execution_id: str, *, for_update: bool = False) -> Row[Any]:
+        query = sa.select(executions).where(executions.c.execution_id == execution_id)
+        if for_update:
+            query = query.with_for_update()
+        row = conn.execute(query).first()
+        if row is None:
+            raise ExecutionNotFoundError(
+                f"no execution {execution_id!r}", metadata={"execution_id": execution_id}
+            )
+        return row
+
+
+class SQLiteExecutionStore(SqlExecutionStore):
+    """The persistent SQLite execution store of the seed: `SQLiteExecutionStore(path)`."""
+
+
+class EphemeralExecutionStore(SqlExecutionStore):
+    """The in-memory (non-persistent) store: data lives in a private temporary
+    SQLite file that close() deletes. It cannot hold managed input."""
+
+    persistent = False
+
+    def __init__(self, *, clock: Clock | None = None) -> None:
+        self._directory = tempfile.mkdtemp(prefix="m3-ephemeral-")
+        super().__init__(
+            os.path.join(self._directory, "executions.sqlite"),
+            clock=clock,
+            sqlite_synchronous="OFF",
+        )
+
+    def close(self) -> None:
+        super().close()
+        shutil.rmtree(self._directory, ignore_errors=True)
+
+
+def _state(row: Row[Any]) -> ExecutionState:
+    return ExecutionState(
+        execution_id=row.execution_id,
+        lifecycle=ExecutionStatus(row.lifecycle),
+        outcome=ExecutionOutcome(row.outcome) if row.outcome else None,
+        human_input=row.human_input,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+        finished_at=row.finished_at,
+        failure_code=row.failure_code,
+        failure_message=row.failure_message,
+    )

@@ -1,0 +1,758 @@
+"""The managed-input store: durable rounds and their compare-and-set state machine.
+
+Every transition is one transaction that checks the round's state (and, for
+worker transitions, the owner_id + lease_token compare-and-set) before it
+writes, and appends an event in the same transaction.
+
+    (new) -> pending                      create_round      worker, becomes lease owner
+    pending -> response_validated         submit_responses  caller; owner's lease live
+    response_validated -> delivery_started start_delivery   worker CAS (retry: attempts += 1)
+    delivery_started -> delivered         mark_delivered    worker CAS
+    delivered -> resolved                 resolve           worker CAS
+    non-terminal -> failed                fail              worker CAS
+    non-terminal -> failed                fail_recovery     recovery, owner's lease expired
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any, Protocol, runtime_checkable
+
+import sqlalchemy as sa
+from pydantic import TypeAdapter
+from sqlalchemy.engine import Connection, Engine, Row
+
+from m3grpc.errors import (
+    ConflictKind,
+    FieldViolation,
+    ManagedInputConflict,
+    ManagedInputRecoveryError,
+    ManagedInputStateError,
+    ManagedInputValidationError,
+    OperationTimeout,
+    RoundNotFoundError,
+)
+from m3grpc.storage.engine import (
+    SQLiteSynchronous,
+    create_store_engine,
+    read_transaction,
+    write_transaction,
+)
+from m3grpc.storage.events import EventKind, append_event, round_event_kind
+from m3grpc.storage.response_validation import (
+    coerce_responses,
+    require_identifier,
+    responses_digest,
+    responses_document,
+    validate_responses,
+)
+from m3grpc.storage.schema import executions, rounds
+from m3grpc.types import (
+    ElicitationRequest,
+    ElicitationResponse,
+    ExecutionOutcome,
+    ExecutionStatus,
+    ManagedInputLease,
+    ManagedInputRecord,
+    ManagedInputStatus,
+    PendingElicitationRound,
+    RedactedResponses,
+    ensure_aware,
+)
+
+Clock = Callable[[], datetime]
+RECOVERY_FAILURE_CODE = "recovery_unavailable"
+
+_REQUESTS = TypeAdapter(dict[str, ElicitationRequest])
+_RESPONSES = TypeAdapter(dict[str, ElicitationResponse])
+_NON_TERMINAL = (
+    ManagedInputStatus.PENDING,
+    ManagedInputStatus.RESPONSE_VALIDATED,
+    ManagedInputStatus.DELIVERY_STARTED,
+    ManagedInputStatus.DELIVERED,
+)
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+def new_lease_token() -> str:
+    return secrets.token_urlsafe(18)
+
+
+@dataclass(frozen=True)
+class ResponseSubmission:
+    """What submit_responses did: the record, and whether it was an idempotent replay."""
+
+    record: ManagedInputRecord
+    replayed: bool
+
+
+@runtime_checkable
+class ManagedInputStore(Protocol):
+    """Durable rounds and worker coordination; resolved by persistent execution stores."""
+
+    def create_round(
+        self,
+        pending: PendingElicitationRound,
+        *,
+        lease: ManagedInputLease,
+        round_index: int = 0,
+        round_limit: int = 1,
+        operation_parameters: Mapping[str, Any] | None = None,
+        harness_session_id: str | None = None,
+        harness_resume_token: str | None = None,
+        turn_metadata: Mapping[str, Any] | None = None,
+    ) -> ManagedInputRecord: ...
+
+    def get_round(self, round_id: str) -> ManagedInputRecord: ...
+
+    def list_rounds(
+        self,
+        *,
+        execution_id: str | None = None,
+        statuses: Collection[ManagedInputStatus] | None = None,
+        after: tuple[datetime, str] | None = None,
+        limit: int | None = None,
+    ) -> list[ManagedInputRecord]: ...
+
+    def claim_round(
+        self, round_id: str, *, owner_id: str, lease_duration: timedelta
+    ) -> ManagedInputRecord: ...
+
+    def renew(
+        self, round_id: str, lease: ManagedInputLease, *, lease_duration: timedelta
+    ) -> ManagedInputRecord: ...
+
+    def submit_responses(
+        self,
+        round_id: str,
+        responses: Mapping[str, ElicitationResponse],
+        *,
+        idempotency_key: str,
+    ) -> ManagedInputRecord: ...
+
+    def start_delivery(self, round_id: str, lease: ManagedInputLease) -> ManagedInputRecord: ...
+
+    def mark_delivered(self, round_id: str, lease: ManagedInputLease) -> ManagedInputRecord: ...
+
+    def resolve(self, round_id: str, lease: ManagedInputLease) -> ManagedInputRecord: ...
+
+    def fail(
+        self,
+        round_id: str,
+        lease: ManagedInputLease,
+        *,
+        failure_code: str,
+        failure_message: str,
+        expected_statuses: Collection[ManagedInputStatus] | None = None,
+    ) -> ManagedInputRecord: ...
+
+    def fail_recovery(self, round_id: str) -> ManagedInputRecord: ...
+
+    def redacted_responses(self, round_id: str) -> RedactedResponses: ...
+
+
+class SqlManagedInputStore:
+    """ManagedInputStore over SQLAlchemy Core: SQLite or PostgreSQL, chosen by the URL."""
+
+    def __init__(self, engine: Engine, *, clock: Clock | None = None) -> None:
+        self._engine = engine
+        self._clock: Clock = clock or utc_now
+
+    @property
+    def engine(self) -> Engine:
+        return self._engine
+
+    def now(self) -> datetime:
+        """The store clock's current time; a naive time is a configuration error."""
+        return ensure_aware(self._clock(), "the store clock's time")
+
+    # -- creation and reads -------------------------------------------------
+
+    def create_round(
+        self,
+        pending: PendingElicitationRound,
+        *,
+        lease: ManagedInputLease,
+        round_index: int = 0,
+        round_limit: int = 1,
+        operation_parameters: Mapping[str, Any] | None = None,
+        harness_session_id: str | None = None,
+        harness_resume_token: str | None = None,
+        turn_metadata: Mapping[str, Any] | None = None,
+    ) -> ManagedInputRecord:
+        if not isinstance(pending, PendingElicitationRound):
+            raise ManagedInputValidationError(
+                "pending must be a PendingElicitationRound",
+                field_violations=[FieldViolation("pending", "must be a PendingElicitationRound")],
+            )
+        violations = []
+        if round_limit < 1:
+            violations.append(FieldViolation("round_limit", "must be at least 1"))
+        if round_index < 0 or round_index >= round_limit:
+            violations.append(
+                FieldViolation("round_index", f"must be in [0, round_limit={round_limit})")
+            )
+        if violations:
+            raise ManagedInputValidationError("invalid round position", field_violations=violations)
+        now = self.now()
+        if lease.expires_at <= now:
+            raise ManagedInputConflict(
+                "cannot create a round under an expired lease",
+                conflict_kind=ConflictKind.STALE_LEASE,
+                metadata={"round_id": pending.round_id},
+            )
+        with write_transaction(self._engine) as conn:
+            execution = conn.execute(
+                sa.select(executions.c.lifecycle).where(
+                    executions.c.execution_id == pending.execution_id
+                )
+            ).first()
+            if execution is None:
+                raise ManagedInputValidationError(
+                    "the round's execution does not exist",
+                    field_violations=[FieldViolation("pending.execution_id", "unknown execution")],
+                    metadata={"execution_id": pending.execution_id},
+                )
+            if execution.lifecycle == ExecutionStatus.FINISHED.value:
+                raise ManagedInputStateError(
+                    "the round's execution has finished",
+                    metadata={"execution_id": pending.execution_id},
+                )
+            clash = conn.execute(
+                sa.select(rounds.c.round_id).where(
+                    sa.or_(
+                        rounds.c.round_id == pending.round_id,
+                        sa.and_(
+                            rounds.c.execution_id == pending.execution_id,
+                            rounds.c.logical_operation_id == pending.logical_operation_id,
+                            rounds.c.round_index == round_index,
+                        ),
+                    )
+                )
+            ).first()
+            if clash is not None:
+                raise ManagedInputConflict(
+                    "a round with that ID, or that operation and round_index, exists",
+                    conflict_kind=ConflictKind.CONCURRENT_UPDATE,
+                    metadata={"round_id": clash.round_id},
+                )
+            conn.execute(
+                rounds.insert().values(
+                    round_id=pending.round_id,
+                    execution_id=pending.execution_id,
+                    logical_operation_id=pending.logical_operation_id,
+                    server=pending.server,
+                    operation_kind=pending.operation_kind,
+                    operation_name=pending.operation_name,
+                    requests=_REQUESTS.dump_python(dict(pending.requests), mode="json"),
+                    request_state=pending.request_state,
+                    deadline=pending.deadline,
+                    round_index=round_index,
+                    round_limit=round_limit,
+                    status=ManagedInputStatus.PENDING.value,
+                    owner_id=lease.owner_id,
+                    lease_token=lease.lease_token,
+                    lease_expires_at=lease.expires_at,
+                    harness_session_id=harness_session_id,
+                    harness_resume_token=harness_resume_token,
+                    turn_metadata=dict(turn_metadata) if turn_metadata is not None else None,
+                    operation_parameters=dict(operation_parameters or {}),
+                    delivery_attempts=0,
+                    created_at=pending.created_at,
+                    updated_at=now,
+                )
+            )
+            append_event(
+                conn,
+                EventKind.ROUND_PENDING,
+                execution_id=pending.execution_id,
+                round_id=pending.round_id,
+                status=ManagedInputStatus.PENDING.value,
+                created_at=now,
+            )
+            return _record(self._load(conn, pending.round_id))
+
+    def get_round(self, round_id: str) -> ManagedInputRecord:
+        require_identifier(round_id, "round_id")
+        with read_transaction(self._engine) as conn:
+            return _record(self._load(conn, round_id))
+
+    def list_rounds(
+        self,
+        *,
+        execution_id: str | None = None,
+        statuses: Collection[ManagedInputStatus] | None = None,
+        after: tuple[datetime, str] | None = None,
+        limit: int | None = None,
+    ) -> list[ManagedInputRecord]:
+        """Rounds ordered by (created_at, round_id); `after` is a keyset cursor."""
+        query = sa.select(rounds).order_by(rounds.c.created_at, rounds.c.round_id)
+        if execution_id is not None:
+            query = query.where(rounds.c.execution_id == execution_id)
+        if statuses is not None:
+            query = query.where(rounds.c.status.in_([s.value for s in statuses]))
+        if after is not None:
+            created_at, round_id = after
+            query = query.where(
+                sa.or_(
+                    rounds.c.created_at > created_at,
+                    sa.and_(rounds.c.created_at == created_at, rounds.c.round_id > round_id),
+                )
+            )
+        if limit is not None:
+            query = query.limit(limit)
+        with read_transaction(self._engine) as conn:
+            return [_record(row) for row in conn.execute(query)]
+
+    def redacted_responses(self, round_id: str) -> RedactedResponses:
+        record = self.get_round(round_id)
+        responses = record.responses or {}
+        return RedactedResponses(
+            round_id=record.round_id,
+            status=record.status,
+            idempotency_key=record.idempotency_key,
+            actions={key: value.action for key, value in responses.items()},
+            content_keys={
+                key: tuple(sorted(value.content or {})) for key, value in responses.items()
+            },
+            digest=responses_digest(responses) if record.responses is not None else None,
+        )
+
+    # -- the caller's transition ---------------------------------------------
+
+    def submit_responses(
+        self,
+        round_id: str,
+        responses: Mapping[str, ElicitationResponse],
+        *,
+        idempotency_key: str,
+    ) -> ManagedInputRecord:
+        return self.submit_responses_detailed(
+            round_id, responses, idempotency_key=idempotency_key
+        ).record
+
+    def submit_responses_detailed(
+        self,
+        round_id: str,
+        responses: Mapping[str, ElicitationResponse],
+        *,
+        idempotency_key: str,
+    ) -> ResponseSubmission:
+        """submit_responses, also telling whether the call was an idempotent replay."""
+        require_identifier(round_id, "round_id")
+        require_identifier(idempotency_key, "idempotency_key")
+        answer = coerce_responses(responses)
+        digest = responses_digest(answer)
+        with write_transaction(self._engine) as conn:
+            row = self._load(conn, round_id, for_update=True)
+            if row.idempotency_key is not None:
+                if row.idempotency_key == idempotency_key:
+                    if row.response_digest == digest:
+                        return ResponseSubmission(_record(row), replayed=True)
+                    raise ManagedInputConflict(
+                        "this idempotency key was used with a different response",
+                        conflict_kind=ConflictKind.IDEMPOTENCY_KEY_REUSED,
+                        metadata={"round_id": round_id},
+                    )
+                raise _state_error(row, "the round already has a response")
+            if row.status != ManagedInputStatus.PENDING.value:
+                raise _state_error(row, "the round is not pending")
+            now = self.now()
+            if row.lease_expires_at is None or row.lease_expires_at <= now:
+                raise ManagedInputRecoveryError(
+                    "the worker that owns this round is gone (lease expired); "
+                    "recovery will fail the round",
+                    metadata={"round_id": round_id, "execution_id": row.execution_id},
+                )
+            if row.deadline is not None and row.deadline <= now:
+                raise OperationTimeout(
+                    "the round's deadline has passed",
+                    metadata={"round_id": round_id, "execution_id": row.execution_id},
+                )
+            validate_responses(_REQUESTS.validate_python(row.requests), answer)
+            conn.execute(
+                rounds.update()
+                .where(rounds.c.round_id == round_id)
+                .where(rounds.c.status == ManagedInputStatus.PENDING.value)
+                .values(
+                    status=ManagedInputStatus.RESPONSE_VALIDATED.value,
+                    responses=responses_document(answer),
+                    idempotency_key=idempotency_key,
+                    response_digest=digest,
+                    response_validated_at=now,
+                    updated_at=now,
+                )
+            )
+            append_event(
+                conn,
+                EventKind.ROUND_LEFT_PENDING,
+                execution_id=row.execution_id,
+                round_id=round_id,
+                status=ManagedInputStatus.RESPONSE_VALIDATED.value,
+                created_at=now,
+            )
+            return ResponseSubmission(_record(self._load(conn, round_id)), replayed=False)
+
+    # -- worker transitions (compare-and-set on owner_id + lease_token) -------
+
+    def claim_round(
+        self, round_id: str, *, owner_id: str, lease_duration: timedelta
+    ) -> ManagedInputRecord:
+        """Re-issue the lease token to the round's live owner (e.g. after a lost reply).
+
+        A round whose owner's lease expired cannot be reclaimed: its native
+        harness action is gone, so recovery fails it instead.
+        """
+        require_identifier(owner_id, "owner_id")
+        with write_transaction(self._engine) as conn:
+            row = self._load(conn, round_id, for_update=True)
+            now = self.now()
+            self._require_non_terminal(row)
+            if row.lease_expires_at is None or row.lease_expires_at <= now:
+                raise ManagedInputRecoveryError(
+                    "the round's lease expired: it cannot be safely reclaimed",
+                    metadata={"round_id": round_id, "execution_id": row.execution_id},
+                )
+            if row.owner_id != owner_id:
+                raise ManagedInputConflict(
+                    "another worker owns this round",
+                    conflict_kind=ConflictKind.STALE_LEASE,
+                    metadata={"round_id": round_id},
+                )
+            self._write(
+                conn,
+                row,
+                status=ManagedInputStatus(row.status),
+                now=now,
+                lease_token=new_lease_token(),
+                lease_expires_at=now + lease_duration,
+            )
+            return _record(self._load(conn, round_id))
+
+    def renew(
+        self, round_id: str, lease: ManagedInputLease, *, lease_duration: timedelta
+    ) -> ManagedInputRecord:
+        with write_transaction(self._engine) as conn:
+            row, now = self._guard(conn, round_id, lease, _NON_TERMINAL)
+            self._write(
+                conn,
+                row,
+                status=ManagedInputStatus(row.status),
+                now=now,
+                lease_expires_at=now + lease_duration,
+            )
+            return _record(self._load(conn, round_id))
+
+    def start_delivery(self, round_id: str, lease: ManagedInputLease) -> ManagedInputRecord:
+        # delivery_started -> delivery_started is a retry by the same live owner.
+        return self._transition(
+            round_id,
+            lease,
+            (ManagedInputStatus.RESPONSE_VALIDATED, ManagedInputStatus.DELIVERY_STARTED),
+            ManagedInputStatus.DELIVERY_STARTED,
+            stamp="delivery_started_at",
+            count_attempt=True,
+        )
+
+    def mark_delivered(self, round_id: str, lease: ManagedInputLease) -> ManagedInputRecord:
+        return self._transition(
+            round_id,
+            lease,
+            (ManagedInputStatus.DELIVERY_STARTED,),
+            ManagedInputStatus.DELIVERED,
+            stamp="delivered_at",
+        )
+
+    def resolve(self, round_id: str, lease: ManagedInputLease) -> ManagedInputRecord:
+        return self._transition(
+            round_id,
+            lease,
+            (ManagedInputStatus.DELIVERED,),
+            ManagedInputStatus.RESOLVED,
+            stamp="resolved_at",
+        )
+
+    def fail(
+        self,
+        round_id: str,
+        lease: ManagedInputLease,
+        *,
+        failure_code: str,
+        failure_message: str,
+        expected_statuses: Collection[ManagedInputStatus] | None = None,
+    ) -> ManagedInputRecord:
+        """Fail a non-terminal round; `expected_statuses` narrows where it may fail from."""
+        require_identifier(failure_code, "failure_code")
+        return self._transition(
+            round_id,
+            lease,
+            tuple(expected_statuses) if expected_statuses is not None else _NON_TERMINAL,
+            ManagedInputStatus.FAILED,
+            stamp="failed_at",
+            failure=(failure_code, failure_message),
+        )
+
+    # -- recovery --------------------------------------------------------------
+
+    def fail_recovery(self, round_id: str) -> ManagedInputRecord:
+        """Fail a round whose owner's lease expired, and finish its execution failed."""
+        with write_transaction(self._engine) as conn:
+            row = self._load(conn, round_id, for_update=True)
+            self._require_non_terminal(row)
+            now = self.now()
+            if row.lease_expires_at is not None and row.lease_expires_at > now:
+                raise ManagedInputRecoveryError(
+                    "the round's owner still holds a live lease: recovery would race it",
+                    metadata={"round_id": round_id, "execution_id": row.execution_id},
+                )
+            message = "the worker that owned this round disappeared; it cannot be resumed"
+            self._write(
+                conn,
+                row,
+                status=ManagedInputStatus.FAILED,
+                now=now,
+                failed_at=now,
+                failure_code=RECOVERY_FAILURE_CODE,
+                failure_message=message,
+            )
+            finish_execution_failed(
+                conn,
+                row.execution_id,
+                now=now,
+                failure_code=RECOVERY_FAILURE_CODE,
+                failure_message=message,
+            )
+            return _record(self._load(conn, round_id))
+
+    def expired_round_ids(self) -> list[str]:
+        """Non-terminal rounds whose owner's lease has expired: recovery's work list."""
+        now = self.now()
+        with read_transaction(self._engine) as conn:
+            return list(
+                conn.execute(
+                    sa.select(rounds.c.round_id)
+                    .where(rounds.c.status.in_([s.value for s in _NON_TERMINAL]))
+                    .where(rounds.c.lease_expires_at <= now)
+                    .order_by(rounds.c.created_at)
+                ).scalars()
+            )
+
+    # -- internals ---------------------------------------------------------------
+
+    def _transition(
+        self,
+        round_id: str,
+        lease: ManagedInputLease,
+        allowed: Sequence[ManagedInputStatus],
+        target: ManagedInputStatus,
+        *,
+        stamp: str,
+        count_attempt: bool = False,
+        failure: tuple[str, str] | None = None,
+    ) -> ManagedInputRecord:
+        with write_transaction(self._engine) as conn:
+            row, now = self._guard(conn, round_id, lease, allowed)
+            values: dict[str, Any] = {stamp: now}
+            if count_attempt:
+                values["delivery_attempts"] = row.delivery_attempts + 1
+            if failure is not None:
+                values["failure_code"], values["failure_message"] = failure
+            self._write(conn, row, status=target, now=now, **values)
+            return _record(self._load(conn, round_id))
+
+    def _guard(
+        self,
+        conn: Connection,
+        round_id: str,
+        lease: ManagedInputLease,
+        allowed: Sequence[ManagedInputStatus],
+    ) -> tuple[Row[Any], datetime]:
+        """Load the round and check state, ownership and lease liveness."""
+        require_identifier(round_id, "round_id")
+        row = self._load(conn, round_id, for_update=True)
+        self._require_non_terminal(row)
+        if row.owner_id != lease.owner_id or row.lease_token != lease.lease_token:
+            raise ManagedInputConflict(
+                "stale lease: another worker owns this round, or the token was replaced",
+                conflict_kind=ConflictKind.STALE_LEASE,
+                metadata={"round_id": round_id},
+            )
+        now = self.now()
+        if row.lease_expires_at is None or row.lease_expires_at <= now:
+            raise ManagedInputConflict(
+                "stale lease: it expired",
+                conflict_kind=ConflictKind.STALE_LEASE,
+                metadata={"round_id": round_id},
+            )
+        if row.status not in {s.value for s in allowed}:
+            raise _state_error(row, f"expected status {' or '.join(s.value for s in allowed)}")
+        return row, now
+
+    @staticmethod
+    def _require_non_terminal(row: Row[Any]) -> None:
+        if ManagedInputStatus(row.status).terminal:
+            raise _state_error(row, "the round is terminal")
+
+    @staticmethod
+    def _write(
+        conn: Connection,
+        row: Row[Any],
+        *,
+        status: ManagedInputStatus,
+        now: datetime,
+        **values: Any,
+    ) -> None:
+        # Guard the UPDATE with what was read: a concurrent writer cannot slip in.
+        result = conn.execute(
+            rounds.update()
+            .where(rounds.c.round_id == row.round_id)
+            .where(rounds.c.status == row.status)
+            .where(rounds.c.lease_token == row.lease_token)
+            .values(status=status.value, updated_at=now, **values)
+        )
+        if result.rowcount != 1:
+            raise ManagedInputConflict(
+                "the round changed concurrently",
+                conflict_kind=ConflictKind.CONCURRENT_UPDATE,
+                metadata={"round_id": row.round_id},
+            )
+        if status.value != row.status:
+            append_event(
+                conn,
+                round_event_kind(row.status),
+                execution_id=row.execution_id,
+                round_id=row.round_id,
+                status=status.value,
+                created_at=now,
+            )
+
+    @staticmethod
+    def _load(conn: Connection, round_id: str, *, for_update: bool = False) -> Row[Any]:
+        query = sa.select(rounds).where(rounds.c.round_id == round_id)
+        if for_update:
+            query = query.with_for_update()
+        row = conn.execute(query).first()
+        if row is None:
+            raise RoundNotFoundError(f"no round {round_id!r}", metadata={"round_id": round_id})
+        return row
+
+
+class SQLiteManagedInputStore(SqlManagedInputStore):
+    """The provided SQLite ManagedInputStore: one connection per operation, no close()."""
+
+    def __init__(
+        self,
+        database: str | os.PathLike[str] | Engine,
+        *,
+        busy_timeout_ms: int = 5000,
+        clock: Clock | None = None,
+        sqlite_synchronous: SQLiteSynchronous = "FULL",
+    ) -> None:
+        if clock is not None:
+            ensure_aware(clock(), "the supplied clock's time")
+        engine = (
+            database
+            if isinstance(database, Engine)
+            else create_store_engine(
+                database, busy_timeout_ms=busy_timeout_ms, sqlite_synchronous=sqlite_synchronous
+            )
+        )
+        super().__init__(engine, clock=clock)
+
+
+def finish_execution_failed(
+    conn: Connection, execution_id: str, *, now: datetime, failure_code: str, failure_message: str
+) -> bool:
+    """Finish an unfinished execution as failed, inside the caller's transaction."""
+    result = conn.execute(
+        executions.update()
+        .where(executions.c.execution_id == execution_id)
+        .where(executions.c.lifecycle != ExecutionStatus.FINISHED.value)
+        .values(
+            lifecycle=ExecutionStatus.FINISHED.value,
+            outcome=ExecutionOutcome.FAILED.value,
+            failure_code=failure_code,
+            failure_message=failure_message,
+            result={
+                "execution_id": execution_id,
+                "outcome": ExecutionOutcome.FAILED.value,
+                "operations": [],
+                "failure_code": failure_code,
+                "failure_message": failure_message,
+                "finished_at": now.isoformat(),
+            },
+            worker_owner_id=None,
+            worker_lease_token=None,
+            worker_lease_expires_at=None,
+            updated_at=now,
+            finished_at=now,
+        )
+    )
+    if result.rowcount != 1:
+        return False
+    append_event(
+        conn,
+        EventKind.EXECUTION_FINISHED,
+        execution_id=execution_id,
+        status=ExecutionOutcome.FAILED.value,
+        created_at=now,
+    )
+    return True
+
+
+def _state_error(row: Row[Any], message: str) -> ManagedInputStateError:
+    return ManagedInputStateError(
+        f"{message} (round {row.round_id} is {row.status})",
+        metadata={"round_id": row.round_id, "status": row.status},
+    )
+
+
+def _record(row: Row[Any]) -> ManagedInputRecord:
+    lease = (
+        ManagedInputLease(
+            owner_id=row.owner_id, lease_token=row.lease_token, expires_at=row.lease_expires_at
+        )
+        if row.owner_id is not None and row.lease_token is not None
+        else None
+    )
+    return ManagedInputRecord(
+        pending=PendingElicitationRound(
+            round_id=row.round_id,
+            execution_id=row.execution_id,
+            logical_operation_id=row.logical_operation_id,
+            server=row.server,
+            operation_kind=row.operation_kind,
+            operation_name=row.operation_name,
+            requests=_REQUESTS.validate_python(row.requests),
+            created_at=row.created_at,
+            request_state=row.request_state,
+            deadline=row.deadline,
+        ),
+        round_index=row.round_index,
+        round_limit=row.round_limit,
+        status=ManagedInputStatus(row.status),
+        lease=lease,
+        responses=_RESPONSES.validate_python(row.responses) if row.responses is not None else None,
+        idempotency_key=row.idempotency_key,
+        harness_session_id=row.harness_session_id,
+        harness_resume_token=row.harness_resume_token,
+        turn_metadata=row.turn_metadata,
+        operation_parameters=row.operation_parameters or {},
+        delivery_attempts=row.delivery_attempts,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+        response_validated_at=row.response_validated_at,
+        delivery_started_at=row.delivery_started_at,
+        delivered_at=row.delivered_at,
+        resolved_at=row.resolved_at,
+        failed_at=row.failed_at,
+        failure_code=row.failure_code,
+        failure_message=row.failure_message,
+    )

@@ -1,0 +1,137 @@
+"""Validation of a caller's responses against a pending round's requests.
+
+Pure functions: they read the round's requests and return field violations,
+so the store can reject bad input before it changes anything.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from functools import lru_cache
+from typing import Any
+
+from jsonschema import Draft202012Validator, FormatChecker
+from jsonschema.exceptions import SchemaError
+
+from m3grpc.errors import FieldViolation, ManagedInputValidationError
+from m3grpc.types import (
+    ElicitationRequest,
+    ElicitationResponse,
+    FormElicitationRequest,
+    UrlElicitationRequest,
+)
+
+# The string formats MCP allows in elicitation schemas.
+_FORMAT_CHECKER = FormatChecker(formats=["email", "uri", "date", "date-time"])
+
+
+def require_identifier(value: object, field: str) -> str:
+    """A non-empty string ID, or ManagedInputValidationError naming the field."""
+    if not isinstance(value, str) or not value.strip():
+        raise ManagedInputValidationError(
+            f"{field} must be a non-empty string",
+            field_violations=[FieldViolation(field, "must be a non-empty string")],
+        )
+    return value
+
+
+def coerce_responses(responses: object) -> dict[str, ElicitationResponse]:
+    """Check the shape of a response map: string keys to ElicitationResponse values."""
+    if not isinstance(responses, Mapping):
+        raise ManagedInputValidationError(
+            "responses must be a mapping of request key to ElicitationResponse",
+            field_violations=[FieldViolation("responses", "must be a mapping")],
+        )
+    violations: list[FieldViolation] = []
+    result: dict[str, ElicitationResponse] = {}
+    for key, value in responses.items():
+        if not isinstance(key, str) or not key:
+            violations.append(FieldViolation("responses", f"key {key!r} is not a non-empty string"))
+        elif not isinstance(value, ElicitationResponse):
+            violations.append(
+                FieldViolation(f"responses[{key!r}]", "must be an ElicitationResponse")
+            )
+        else:
+            result[key] = value
+    if violations:
+        raise ManagedInputValidationError("malformed response map", field_violations=violations)
+    return result
+
+
+def validate_responses(
+    requests: Mapping[str, ElicitationRequest],
+    responses: Mapping[str, ElicitationResponse],
+) -> None:
+    """Raise ManagedInputValidationError unless `responses` answers exactly `requests`."""
+    violations: list[FieldViolation] = []
+    for key in sorted(set(requests) - set(responses)):
+        violations.append(FieldViolation(f"responses[{key!r}]", "missing: the round requests it"))
+    for key in sorted(set(responses) - set(requests)):
+        violations.append(FieldViolation(f"responses[{key!r}]", "not a request key of this round"))
+    for key in sorted(set(requests) & set(responses)):
+        violations.extend(_validate_one(f"responses[{key!r}]", requests[key], responses[key]))
+    if violations:
+        raise ManagedInputValidationError(
+            "the responses do not answer the pending round", field_violations=violations
+        )
+
+
+def _validate_one(
+    path: str, request: ElicitationRequest, response: ElicitationResponse
+) -> list[FieldViolation]:
+    if response.action != "accept":
+        if response.content is not None:
+            return [FieldViolation(f"{path}.content", f"a {response.action} carries no content")]
+        return []
+    if isinstance(request, UrlElicitationRequest):
+        if response.content is not None:
+            return [
+                FieldViolation(
+                    f"{path}.content", "a URL-mode accept only records consent: no content"
+                )
+            ]
+        return []
+    assert isinstance(request, FormElicitationRequest)
+    if response.content is None:
+        return [FieldViolation(f"{path}.content", "a form accept requires mapping content")]
+    validator = _validator_for(_canonical_json(request.requested_schema))
+    if validator is None:
+        return [FieldViolation(path, "the request's schema is not a valid JSON schema")]
+    content = json.loads(_canonical_json(response.content))
+    return [
+        FieldViolation(_content_path(path, list(error.absolute_path)), error.message)
+        for error in sorted(validator.iter_errors(content), key=lambda e: list(e.absolute_path))
+    ]
+
+
+def _content_path(path: str, parts: list[Any]) -> str:
+    text = f"{path}.content"
+    for part in parts:
+        text += f"[{part}]" if isinstance(part, int) else f".{part}"
+    return text
+
+
+@lru_cache(maxsize=256)
+def _validator_for(schema_json: str) -> Draft202012Validator | None:
+    schema = json.loads(schema_json)
+    try:
+        Draft202012Validator.check_schema(schema)
+    except SchemaError:
+        return None
+    return Draft202012Validator(schema, format_checker=_FORMAT_CHECKER)
+
+
+def _canonical_json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+
+
+def responses_document(responses: Mapping[str, ElicitationResponse]) -> dict[str, Any]:
+    """The JSON form of a response map, as stored."""
+    return {key: value.model_dump(mode="json") for key, value in sorted(responses.items())}
+
+
+def responses_digest(responses: Mapping[str, ElicitationResponse]) -> str:
+    """A stable digest of a response map: same responses, same digest."""
+    return hashlib.sha256(_canonical_json(responses_document(responses)).encode()).hexdigest()

@@ -1,0 +1,211 @@
+"""Public domain model of managed elicitation input (the seed's types).
+
+These pydantic models are the contract shared by the embedded Python API, the
+store, the runtime and the gRPC mapping. They carry no storage or transport
+details; lease tokens live only on `ManagedInputRecord`, never on the round a
+caller sees.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator
+
+HumanInput = Literal["fail", "managed"]
+OperationKind = Literal["tool", "prompt", "resource"]
+ElicitationAction = Literal["accept", "decline", "cancel"]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class ElicitationResponse(_Model):
+    """One answer to one elicitation request (MCP `ElicitResult`)."""
+
+    action: ElicitationAction
+    content: Mapping[str, Any] | None = None
+
+
+class _RequestContext(_Model):
+    meta: Mapping[str, Any] | None = None
+    task: Mapping[str, Any] | None = None
+    server: str | None = None
+    operation_kind: OperationKind | None = None
+    operation_name: str | None = None
+
+
+class FormElicitationRequest(_RequestContext):
+    """Form mode: the server wants structured content matching `requested_schema`."""
+
+    mode: Literal["form"] = "form"
+    message: str
+    requested_schema: Mapping[str, Any]
+
+
+class UrlElicitationRequest(_RequestContext):
+    """URL mode: the user is sent to `url`; M3 only records consent, never browses."""
+
+    mode: Literal["url"] = "url"
+    message: str
+    url: str
+    elicitation_id: str
+
+
+ElicitationRequest = Annotated[
+    FormElicitationRequest | UrlElicitationRequest, Field(discriminator="mode")
+]
+
+
+class PendingElicitationRound(_Model):
+    """A durable round of input requests that waits for a caller's responses."""
+
+    round_id: str = Field(min_length=1)
+    execution_id: str = Field(min_length=1)
+    logical_operation_id: str = Field(min_length=1)
+    server: str
+    operation_kind: OperationKind
+    operation_name: str
+    requests: Mapping[str, ElicitationRequest]
+    created_at: AwareDatetime
+    request_state: str | None = None
+    deadline: AwareDatetime | None = None
+
+    @field_validator("requests")
+    @classmethod
+    def _requests_not_empty(
+        cls, value: Mapping[str, ElicitationRequest]
+    ) -> Mapping[str, ElicitationRequest]:
+        if not value:
+            raise ValueError("a round needs at least one request")
+        if any(not key for key in value):
+            raise ValueError("request keys must be non-empty")
+        return value
+
+
+class ExecutionStatus(enum.StrEnum):
+    """Lifecycle of an execution."""
+
+    QUEUED = "queued"
+    RUNNING = "running"
+    WAITING_FOR_INPUT = "waiting_for_input"
+    FINISHED = "finished"
+
+
+class ExecutionOutcome(enum.StrEnum):
+    """How a finished execution ended."""
+
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+class OperationResult(_Model):
+    """What one MCP operation of an execution returned."""
+
+    logical_operation_id: str
+    server: str
+    operation_kind: OperationKind
+    operation_name: str
+    ok: bool
+    result: Mapping[str, Any] | None = None
+    failure_code: str | None = None
+    failure_message: str | None = None
+
+
+class ExecutionState(_Model):
+    """A snapshot of an execution: its lifecycle and, once finished, its outcome."""
+
+    execution_id: str
+    lifecycle: ExecutionStatus
+    outcome: ExecutionOutcome | None = None
+    human_input: HumanInput = "fail"
+    created_at: AwareDatetime
+    updated_at: AwareDatetime
+    finished_at: AwareDatetime | None = None
+    failure_code: str | None = None
+    failure_message: str | None = None
+
+
+class ExecutionResult(_Model):
+    """The terminal result of an execution."""
+
+    execution_id: str
+    outcome: ExecutionOutcome
+    operations: tuple[OperationResult, ...] = ()
+    failure_code: str | None = None
+    failure_message: str | None = None
+    finished_at: AwareDatetime
+
+
+class ManagedInputLease(_Model):
+    """The compare-and-set worker lease on a round."""
+
+    owner_id: str = Field(min_length=1)
+    lease_token: str = Field(min_length=1)
+    expires_at: AwareDatetime
+
+
+class ManagedInputStatus(enum.StrEnum):
+    PENDING = "pending"
+    RESPONSE_VALIDATED = "response_validated"
+    DELIVERY_STARTED = "delivery_started"
+    DELIVERED = "delivered"
+    RESOLVED = "resolved"
+    FAILED = "failed"
+
+    @property
+    def terminal(self) -> bool:
+        return self in (ManagedInputStatus.RESOLVED, ManagedInputStatus.FAILED)
+
+
+class ManagedInputRecord(_Model):
+    """The store's full record of a round, including worker coordination state."""
+
+    pending: PendingElicitationRound
+    round_index: int = Field(ge=0)
+    round_limit: int = Field(ge=1)
+    status: ManagedInputStatus
+    lease: ManagedInputLease | None
+    responses: Mapping[str, ElicitationResponse] | None = None
+    idempotency_key: str | None = None
+    harness_session_id: str | None = None
+    harness_resume_token: str | None = None
+    turn_metadata: Mapping[str, Any] | None = None
+    operation_parameters: Mapping[str, Any] = Field(default_factory=dict)
+    delivery_attempts: int = Field(default=0, ge=0)
+    created_at: AwareDatetime
+    updated_at: AwareDatetime
+    response_validated_at: AwareDatetime | None = None
+    delivery_started_at: AwareDatetime | None = None
+    delivered_at: AwareDatetime | None = None
+    resolved_at: AwareDatetime | None = None
+    failed_at: AwareDatetime | None = None
+    failure_code: str | None = None
+    failure_message: str | None = None
+
+    @property
+    def round_id(self) -> str:
+        return self.pending.round_id
+
+
+class RedactedResponses(_Model):
+    """Diagnostic projection of a round's responses: never the content values."""
+
+    round_id: str
+    status: ManagedInputStatus
+    idempotency_key: str | None
+    actions: Mapping[str, ElicitationAction]
+    content_keys: Mapping[str, tuple[str, ...]]
+    digest: str | None
+
+
+def ensure_aware(value: datetime, what: str = "datetime") -> datetime:
+    """Reject naive datetimes: every time in M3 is timezone-aware."""
+    if value.tzinfo is None or value.tzinfo.utcoffset(value) is None:
+        raise ValueError(f"{what} must be timezone-aware, got naive {value!r}")
+    return value
