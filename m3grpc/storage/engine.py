@@ -75,6 +75,8 @@ def _configure_sqlite(engine: Engine, busy_timeout_ms: int, synchronous: str) ->
         cursor = dbapi_connection.cursor()
         try:
             cursor.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+            # Persistent in the file; a no-op once set, and it cannot run inside a transaction.
+            cursor.execute("PRAGMA journal_mode = WAL")
             cursor.execute("PRAGMA foreign_keys = ON")
             cursor.execute(f"PRAGMA synchronous = {synchronous}")
         finally:
@@ -91,9 +93,7 @@ def _configure_sqlite(engine: Engine, busy_timeout_ms: int, synchronous: str) ->
 def ensure_schema(engine: Engine) -> None:
     """Create the tables if missing; safe when several processes start at once."""
     with write_transaction(engine) as conn:
-        if conn.dialect.name == "sqlite":
-            conn.exec_driver_sql("PRAGMA journal_mode = WAL")
-        elif conn.dialect.name == "postgresql":
+        if conn.dialect.name == "postgresql":
             conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": _SCHEMA_LOCK_KEY})
         metadata.create_all(conn)
 

@@ -137,7 +137,9 @@ def make_round(
     )
 
 
-def make_lease(clock: ManualClock, owner_id: str = "worker-a", seconds: float = 30) -> ManagedInputLease:
+def make_lease(
+    clock: ManualClock, owner_id: str = "worker-a", seconds: float = 30
+) -> ManagedInputLease:
     return ManagedInputLease(
         owner_id=owner_id,
         lease_token=f"tok-{uuid.uuid4().hex}",
@@ -146,4 +148,6 @@ def make_lease(clock: ManualClock, owner_id: str = "worker-a", seconds: float = 
 
 
 def new_execution(execution_store: SqlExecutionStore) -> str:
-    return execution_store.create_execution({"prompt": "p"}, human_input="managed").state.execution_id
+    return execution_store.create_execution(
+        {"prompt": "p"}, human_input="managed"
+    ).state.execution_id

@@ -1,0 +1,206 @@
+"""Contract suite of the execution store: queue, leases, finish, cancel, recovery."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from m3grpc.errors import (
+    ConflictKind,
+    ExecutionNotFoundError,
+    ManagedInputConflict,
+    ManagedInputRecoveryError,
+)
+from m3grpc.storage import (
+    RECOVERY_FAILURE_CODE,
+    EphemeralExecutionStore,
+    EventKind,
+    SqlExecutionStore,
+    SQLiteExecutionStore,
+)
+from m3grpc.storage.schema import executions, rounds
+from m3grpc.types import (
+    ExecutionOutcome,
+    ExecutionResult,
+    ExecutionStatus,
+    ManagedInputStatus,
+    OperationResult,
+)
+from tests.storage.conftest import ManualClock, make_lease, make_round
+
+LEASE = timedelta(seconds=30)
+
+
+def test_create_is_queued_and_idempotent_by_request_id(execution_store: SqlExecutionStore) -> None:
+    spec = {"prompt": "book it", "tools": ["shipping:book_shipment"]}
+    first = execution_store.create_execution(spec, human_input="managed", request_id="req-1")
+    assert first.created and first.state.lifecycle is ExecutionStatus.QUEUED
+    assert first.state.human_input == "managed"
+    again = execution_store.create_execution(dict(spec), human_input="managed", request_id="req-1")
+    assert not again.created and again.state == first.state
+    with pytest.raises(ManagedInputConflict) as caught:
+        execution_store.create_execution(
+            {"prompt": "other"}, human_input="managed", request_id="req-1"
+        )
+    assert caught.value.conflict_kind is ConflictKind.REQUEST_ID_REUSED
+    other = execution_store.create_execution(spec, human_input="managed")
+    assert other.state.execution_id != first.state.execution_id
+    assert execution_store.get_spec(first.state.execution_id) == spec
+
+
+def test_unknown_execution(execution_store: SqlExecutionStore) -> None:
+    with pytest.raises(ExecutionNotFoundError) as caught:
+        execution_store.get_state("exe_missing")
+    assert caught.value.metadata == {"execution_id": "exe_missing"}
+
+
+def test_claim_next_is_fifo_and_exclusive(
+    execution_store: SqlExecutionStore, clock: ManualClock
+) -> None:
+    ids = []
+    for index in range(3):
+        clock.advance(1)
+        ids.append(
+            execution_store.create_execution({"n": index}, human_input="fail").state.execution_id
+        )
+    claimed = [execution_store.claim_next(owner_id="w1", lease_duration=LEASE) for _ in range(3)]
+    assert [c.execution_id for c in claimed if c] == ids
+    assert execution_store.claim_next(owner_id="w2", lease_duration=LEASE) is None
+    first = claimed[0]
+    assert first is not None and first.spec == {"n": 0} and first.human_input == "fail"
+    assert execution_store.get_state(first.execution_id).lifecycle is ExecutionStatus.RUNNING
+
+
+def test_renew_lifecycle_and_finish_under_lease(
+    execution_store: SqlExecutionStore, clock: ManualClock
+) -> None:
+    execution_id = execution_store.create_execution({}, human_input="managed").state.execution_id
+    claimed = execution_store.claim_next(owner_id="w1", lease_duration=LEASE)
+    assert claimed is not None
+    clock.advance(20)
+    lease, cancel = execution_store.renew_execution(
+        execution_id, claimed.lease, lease_duration=LEASE
+    )
+    assert not cancel and lease.expires_at == clock() + LEASE
+    execution_store.set_lifecycle(execution_id, lease, ExecutionStatus.WAITING_FOR_INPUT)
+    assert execution_store.get_state(execution_id).lifecycle is ExecutionStatus.WAITING_FOR_INPUT
+    with pytest.raises(ManagedInputConflict):
+        execution_store.set_lifecycle(
+            execution_id, lease.model_copy(update={"lease_token": "x"}), ExecutionStatus.RUNNING
+        )
+    result = ExecutionResult(
+        execution_id=execution_id,
+        outcome=ExecutionOutcome.SUCCEEDED,
+        operations=(
+            OperationResult(
+                logical_operation_id="op-0",
+                server="s",
+                operation_kind="tool",
+                operation_name="t",
+                ok=True,
+                result={"text": "done"},
+            ),
+        ),
+        finished_at=clock(),
+    )
+    state = execution_store.finish(execution_id, lease, result)
+    assert state.lifecycle is ExecutionStatus.FINISHED
+    assert state.outcome is ExecutionOutcome.SUCCEEDED and state.finished_at == clock()
+    assert execution_store.get_result(execution_id) == result
+    with pytest.raises(ManagedInputConflict):  # finished once; the lease is gone
+        execution_store.finish(execution_id, lease, result)
+    events = execution_store.read_events(after_seq=0, execution_id=execution_id)
+    assert [e.kind for e in events] == [EventKind.EXECUTION_FINISHED]
+
+
+def test_cancel_queued_finishes_at_once_running_sets_flag(
+    execution_store: SqlExecutionStore,
+) -> None:
+    queued = execution_store.create_execution({"a": 1}, human_input="fail").state.execution_id
+    state = execution_store.request_cancel(queued)
+    assert state.lifecycle is ExecutionStatus.FINISHED
+    assert state.outcome is ExecutionOutcome.CANCELLED
+    running = execution_store.create_execution({"a": 2}, human_input="fail").state.execution_id
+    claimed = execution_store.claim_next(owner_id="w", lease_duration=LEASE)
+    assert claimed is not None and claimed.execution_id == running
+    assert execution_store.request_cancel(running).lifecycle is ExecutionStatus.RUNNING
+    _, cancel = execution_store.renew_execution(running, claimed.lease, lease_duration=LEASE)
+    assert cancel
+    # Cancelling a finished execution changes nothing.
+    assert execution_store.request_cancel(queued) == execution_store.get_state(queued)
+
+
+def test_recovery_fails_expired_execution_and_its_rounds(
+    execution_store: SqlExecutionStore, clock: ManualClock
+) -> None:
+    execution_id = execution_store.create_execution({}, human_input="managed").state.execution_id
+    claimed = execution_store.claim_next(owner_id="w", lease_duration=LEASE)
+    assert claimed is not None
+    rounds = execution_store.managed_input_store
+    pending = make_round(execution_id, clock)
+    rounds.create_round(pending, lease=claimed.lease)
+    with pytest.raises(ManagedInputRecoveryError):
+        execution_store.fail_recovery(execution_id)
+    assert execution_store.expired_execution_ids() == []
+    clock.advance(31)
+    assert execution_store.expired_execution_ids() == [execution_id]
+    state = execution_store.fail_recovery(execution_id)
+    assert state.outcome is ExecutionOutcome.FAILED
+    assert state.failure_code == RECOVERY_FAILURE_CODE
+    record = rounds.get_round(pending.round_id)
+    assert record.status is ManagedInputStatus.FAILED
+    assert record.failure_code == RECOVERY_FAILURE_CODE
+    assert execution_store.expired_execution_ids() == []
+    kinds = [
+        (e.kind, e.status)
+        for e in execution_store.read_events(after_seq=0, execution_id=execution_id)
+    ]
+    assert kinds[-2:] == [
+        (EventKind.ROUND_LEFT_PENDING, "failed"),
+        (EventKind.EXECUTION_FINISHED, "failed"),
+    ]
+
+
+def test_sqlite_durability_settings(tmp_path: Path) -> None:
+    path = tmp_path / "executions.sqlite"
+    store = SQLiteExecutionStore(path)
+    try:
+        store.create_execution({}, human_input="fail")
+        with store._engine.connect() as conn:  # the store's own connection settings
+            assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+            assert conn.exec_driver_sql("PRAGMA synchronous").scalar() == 2  # FULL
+            assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
+            assert conn.exec_driver_sql("PRAGMA busy_timeout").scalar() == 5000
+    finally:
+        store.close()
+    # WAL is a property of the file, seen by any other client.
+    with sqlite3.connect(path) as raw:
+        assert raw.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+
+
+def test_foreign_keys_enforced(tmp_path: Path, clock: ManualClock) -> None:
+    store = SQLiteExecutionStore(tmp_path / "fk.sqlite", clock=clock)
+    execution_id = store.create_execution({}, human_input="managed").state.execution_id
+    pending = make_round(execution_id, clock)
+    store.managed_input_store.create_round(pending, lease=make_lease(clock))
+    try:
+        with store._engine.begin() as conn:
+            # ON DELETE CASCADE only acts when SQLite enforces foreign keys.
+            conn.execute(sa.delete(executions).where(executions.c.execution_id == execution_id))
+            assert conn.execute(sa.select(sa.func.count()).select_from(rounds)).scalar() == 0
+    finally:
+        store.close()
+
+
+def test_ephemeral_store_is_not_persistent_and_cleans_up() -> None:
+    store = EphemeralExecutionStore()
+    directory = store._directory
+    assert store.persistent is False and SQLiteExecutionStore.persistent is True
+    store.create_execution({}, human_input="fail")
+    store.close()
+    assert not os.path.exists(directory)
