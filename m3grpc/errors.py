@@ -117,3 +117,43 @@ class ExecutionNotFoundError(M3Error):
     """No execution with that ID exists."""
 
     reason = "EXECUTION_NOT_FOUND"
+
+
+class ResultWaitTimeout(OperationTimeout, TimeoutError):
+    """`result(timeout=...)` ran out before the execution finished (it keeps running)."""
+
+    reason = "RESULT_WAIT_TIMEOUT"
+
+
+class ElicitationNotAnsweredError(M3Error):
+    """With human_input="fail", an elicitation that no plan rule answers fails its operation."""
+
+    reason = "ELICITATION_NOT_ANSWERED"
+
+
+class RoundLimitExceededError(M3Error):
+    """An operation asked for more input rounds than its round_limit allows."""
+
+    reason = "ROUND_LIMIT_EXCEEDED"
+
+
+class WorkQueueFullError(M3Error):
+    """Too many executions are queued; retry after `retry_after_seconds`."""
+
+    reason = "WORK_QUEUE_FULL"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        retry_after_seconds: float,
+        metadata: Mapping[str, str] | None = None,
+    ) -> None:
+        super().__init__(message, metadata=metadata)
+        self.retry_after_seconds = retry_after_seconds
+
+
+class ServerBindingNotFoundError(M3Error):
+    """A submission names an MCP server binding the service does not configure."""
+
+    reason = "SERVER_BINDING_NOT_FOUND"

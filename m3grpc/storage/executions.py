@@ -165,6 +165,16 @@ class SqlExecutionStore:
             )
             return CreatedExecution(_state(self._load(conn, execution_id)), created=True)
 
+    def count_queued(self) -> int:
+        with read_transaction(self._engine) as conn:
+            return int(
+                conn.execute(
+                    sa.select(sa.func.count())
+                    .select_from(executions)
+                    .where(executions.c.lifecycle == ExecutionStatus.QUEUED.value)
+                ).scalar_one()
+            )
+
     def get_state(self, execution_id: str) -> ExecutionState:
         with read_transaction(self._engine) as conn:
             return _state(self._load(conn, execution_id))

@@ -269,6 +269,9 @@ class SqlManagedInputStore:
                     updated_at=now,
                 )
             )
+            _set_execution_lifecycle(
+                conn, pending.execution_id, ExecutionStatus.WAITING_FOR_INPUT, now
+            )
             append_event(
                 conn,
                 EventKind.ROUND_PENDING,
@@ -565,6 +568,8 @@ class SqlManagedInputStore:
             if failure is not None:
                 values["failure_code"], values["failure_message"] = failure
             self._write(conn, row, status=target, now=now, **values)
+            if target is ManagedInputStatus.DELIVERY_STARTED:
+                _set_execution_lifecycle(conn, row.execution_id, ExecutionStatus.RUNNING, now)
             return _record(self._load(conn, round_id))
 
     def _guard(
@@ -705,6 +710,23 @@ def finish_execution_failed(
         created_at=now,
     )
     return True
+
+
+def _set_execution_lifecycle(
+    conn: Connection, execution_id: str, lifecycle: ExecutionStatus, now: datetime
+) -> None:
+    """Keep the execution's lifecycle in step with its rounds, in the same transaction:
+    a pending round means the execution waits for input."""
+    conn.execute(
+        executions.update()
+        .where(executions.c.execution_id == execution_id)
+        .where(
+            executions.c.lifecycle.in_(
+                [ExecutionStatus.RUNNING.value, ExecutionStatus.WAITING_FOR_INPUT.value]
+            )
+        )
+        .values(lifecycle=lifecycle.value, updated_at=now)
+    )
 
 
 def _state_error(row: Row[Any], message: str) -> ManagedInputStateError:

@@ -1,0 +1,1 @@
+"""gRPC API layer of M3: servicers, status mapping, proto <-> model conversion."""

@@ -1,0 +1,1 @@
+"""Generated code of the m3 proto package. Do not edit."""

@@ -1,0 +1,32 @@
+"""Harnesses: the layer that drives an MCP server for one execution.
+
+`Harness` is the protocol real agent harnesses implement; `ScriptedHarness`
+(name "scripted") is the built-in deterministic one, a real MCP client.
+"""
+
+from m3grpc.harness.base import (
+    Harness,
+    HarnessTask,
+    InputProtocol,
+    InputResolver,
+    InputRound,
+    OperationRef,
+    OperationStep,
+    operation_id,
+)
+from m3grpc.harness.request_keys import DEFAULT_REQUEST_KEY, META_REQUEST_KEY
+from m3grpc.harness.scripted import ScriptedHarness
+
+__all__ = [
+    "DEFAULT_REQUEST_KEY",
+    "META_REQUEST_KEY",
+    "Harness",
+    "HarnessTask",
+    "InputProtocol",
+    "InputResolver",
+    "InputRound",
+    "OperationRef",
+    "OperationStep",
+    "ScriptedHarness",
+    "operation_id",
+]

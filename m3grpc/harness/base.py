@@ -1,0 +1,141 @@
+"""The harness contract: what the runtime hands a harness and what it gets back.
+
+A harness runs one execution's MCP operations against one server. It knows
+nothing about storage, gRPC or the runtime: whenever the MCP server asks for
+user input, the harness builds an `InputRound` and awaits the injected
+`InputResolver`, then delivers what it returns to the server.
+
+Operation identity: `OperationRef.logical_operation_id` is `f"op-{index}"`,
+where `index` is the 0-based position of the operation in the execution's plan
+(the script, or the selected tools in selection order when there is no
+script). Running the same task again yields the same ids.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+from m3grpc.servers import ServerBinding
+from m3grpc.types import (
+    ElicitationResponse,
+    FormElicitationRequest,
+    OperationKind,
+    OperationResult,
+    UrlElicitationRequest,
+)
+
+InputProtocol = Literal["legacy", "mrtr"]
+
+# Failure codes a harness records on `OperationResult.failure_code`. An
+# `M3Error` raised by the resolver is recorded as `error.reason.lower()`.
+TOOL_ERROR = "tool_error"
+TOOL_NOT_SELECTED = "tool_not_selected"
+TOOL_NOT_FOUND = "tool_not_found"
+ROUND_LIMIT_EXCEEDED = "round_limit_exceeded"
+INVALID_INPUT_RESPONSE = "invalid_input_response"
+UNSUPPORTED_INPUT_REQUEST = "unsupported_input_request"
+MCP_ERROR = "mcp_error"
+INVALID_SERVER_RESULT = "invalid_server_result"
+SERVER_UNAVAILABLE = "server_unavailable"
+CONNECTION_CLOSED = "connection_closed"
+
+
+def operation_id(index: int) -> str:
+    """The logical operation id of the `index`-th (0-based) planned operation."""
+    return f"op-{index}"
+
+
+@dataclass(frozen=True)
+class OperationStep:
+    """One scripted MCP operation: a tool call, a prompt get or a resource read."""
+
+    kind: OperationKind
+    name: str  # tool name, prompt name, or resource URI
+    arguments: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class OperationRef:
+    """Identity of one running MCP operation."""
+
+    logical_operation_id: str
+    server: str
+    operation_kind: OperationKind
+    operation_name: str
+    arguments: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class InputRound:
+    """One round of input requests the harness hands the resolver.
+
+    `requests` is keyed by request key (see `m3grpc.harness.request_keys`);
+    each request carries `server`, `operation_kind` and `operation_name`.
+    `request_state` is the server's opaque MRTR state (None for legacy).
+    """
+
+    operation: OperationRef
+    round_index: int  # 0-based, per operation
+    requests: Mapping[str, FormElicitationRequest | UrlElicitationRequest]
+    request_state: str | None
+    protocol: InputProtocol
+
+
+class InputResolver(Protocol):
+    """Answers a round: one `ElicitationResponse` per request key, exactly those keys.
+
+    It may take as long as a human needs; the harness imposes no timeout. It
+    may raise an `M3Error` (e.g. `OperationTimeout`) to fail the operation.
+    """
+
+    async def __call__(self, round: InputRound) -> Mapping[str, ElicitationResponse]: ...
+
+
+@dataclass(frozen=True)
+class HarnessTask:
+    """One execution's work for a harness.
+
+    `tools` is the tool selection as "server:tool" entries. A harness may call
+    only selected tools of `server`; an empty selection allows no tool at all
+    (the runtime always passes the execution's selection). Prompts and
+    resources are not subject to the selection.
+
+    `script` None means: call each selected tool of `server` once, in selection
+    order, with arguments built from the defaults in its input schema.
+    """
+
+    execution_id: str
+    prompt: str
+    server: ServerBinding
+    tools: Sequence[str]
+    script: Sequence[OperationStep] | None = None
+    round_limit: int = 8  # max input rounds per operation
+
+    def __post_init__(self) -> None:
+        if self.round_limit < 1:
+            raise ValueError("round_limit must be at least 1")
+        for entry in self.tools:
+            server, sep, tool = entry.partition(":")
+            if not (server and sep and tool):
+                raise ValueError(f"tool selection entries look like 'server:tool', got {entry!r}")
+
+    def selected_tools(self) -> list[str]:
+        """Names of the selected tools of `server`, in selection order, without duplicates."""
+        names: list[str] = []
+        for entry in self.tools:
+            server, _, tool = entry.partition(":")
+            if server == self.server.name and tool not in names:
+                names.append(tool)
+        return names
+
+
+class Harness(Protocol):
+    """Runs a task's MCP operations; one `OperationResult` per operation that ran."""
+
+    name: str
+
+    async def run(
+        self, task: HarnessTask, resolve_input: InputResolver
+    ) -> list[OperationResult]: ...

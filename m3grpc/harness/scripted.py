@@ -1,0 +1,536 @@
+"""The built-in deterministic `scripted` harness: a real MCP client that runs a script.
+
+It connects to the task's server with the official MCP SDK (stdio subprocess or
+Streamable HTTP), declares form and URL elicitation, and runs the script's
+operations in order. Whenever the server asks for input, it hands an
+`InputRound` to the injected resolver and delivers the answers:
+
+- legacy (`elicitation/create` while the server holds the call open): the SDK
+  calls our elicitation callback; one request per round, answered with the
+  resolver's `ElicitResult`. Rounds of one operation never overlap.
+- 2026-07-28 multi round-trip: every call is sent with
+  `allow_input_required=True`, so an `InputRequiredResult` comes back to us;
+  each one with input requests is a round, and the same call is retried with
+  `input_responses` (keyed by the server's keys) and the round's `request_state`.
+
+Nothing cuts a resolver's wait short: the SDK sets no request timeout unless
+asked (we never ask), stdio has none, and for HTTP we build the httpx client
+without a read timeout (the SDK's default 300 s read timeout would cut a held
+legacy elicitation stream).
+
+Failures, per operation (see the codes in `m3grpc.harness.base`): the
+operation's `OperationResult` records them and the script goes on, except:
+
+- the resolver raised an `M3Error` (e.g. `OperationTimeout`): the operation is
+  recorded failed with `failure_code = error.reason.lower()`, the error is
+  logged with its traceback, and the script stops (a timed-out or invalid
+  managed round cannot be answered later). `run` returns the results, so the
+  runtime sees the failure as data.
+- the connection could not be opened or was lost: recorded, script stops.
+- the resolver raised anything else (a bug) or the run was cancelled: the
+  exception propagates unchanged after the connection is closed.
+
+The MCP connection (and any stdio subprocess) is closed when `run` returns or
+raises, cancellation included.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import httpx2
+from mcp import Client, MCPError, StdioServerParameters
+from mcp.client.session import ClientRequestContext
+from mcp.client.streamable_http import streamable_http_client
+from mcp_types import (
+    CONNECTION_CLOSED as MCP_CONNECTION_CLOSED,
+)
+from mcp_types import (
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    CallToolResult,
+    ElicitRequest,
+    ElicitRequestParams,
+    ElicitResult,
+    ErrorData,
+    GetPromptResult,
+    Implementation,
+    InputRequiredResult,
+    InputResponses,
+    PaginatedRequestParams,
+    ReadResourceResult,
+    TextContent,
+    Tool,
+)
+from pydantic import ValidationError
+
+from m3grpc.errors import M3Error
+from m3grpc.harness.base import (
+    CONNECTION_CLOSED,
+    INVALID_INPUT_RESPONSE,
+    INVALID_SERVER_RESULT,
+    MCP_ERROR,
+    ROUND_LIMIT_EXCEEDED,
+    SERVER_UNAVAILABLE,
+    TOOL_ERROR,
+    TOOL_NOT_FOUND,
+    TOOL_NOT_SELECTED,
+    UNSUPPORTED_INPUT_REQUEST,
+    HarnessTask,
+    InputResolver,
+    InputRound,
+    OperationRef,
+    OperationStep,
+    operation_id,
+)
+from m3grpc.harness.convert import domain_request, dump_result, elicit_result
+from m3grpc.harness.request_keys import legacy_request_key, mrtr_request_keys
+from m3grpc.servers import StdioServer
+from m3grpc.types import ElicitationResponse, OperationResult
+
+logger = logging.getLogger(__name__)
+
+CLIENT_INFO = Implementation(name="m3-scripted-harness", version="0.1.0")
+
+# Connect/write/pool timeout for Streamable HTTP; reads never time out (see above).
+_HTTP_TIMEOUT_SECONDS = 30.0
+# An InputRequiredResult with only request_state is a "come back later", not a
+# round: retry with backoff (as the SDK's own driver does), a bounded number of times.
+_STATE_ONLY_RETRY_LIMIT = 64
+_STATE_ONLY_BACKOFF_SECONDS = (0.05, 0.25)
+_TOOL_LIST_PAGE_LIMIT = 100
+
+_Reply = CallToolResult | GetPromptResult | ReadResourceResult | InputRequiredResult
+
+
+class ScriptedHarness:
+    """Runs `task.script` (or each selected tool once) against a real MCP server."""
+
+    name = "scripted"
+
+    def __init__(self, *, client_info: Implementation | None = None) -> None:
+        self._client_info = client_info or CLIENT_INFO
+
+    async def run(self, task: HarnessTask, resolve_input: InputResolver) -> list[OperationResult]:
+        return await _Run(task, resolve_input, self._client_info).execute()
+
+
+@dataclass
+class _ActiveOperation:
+    """The operation in flight, shared with the legacy elicitation callback."""
+
+    ref: OperationRef
+    round_limit: int
+    scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
+    lock: anyio.Lock = field(default_factory=anyio.Lock)
+    rounds: int = 0
+    failure: tuple[str, str] | None = None
+    error: BaseException | None = None
+
+    @property
+    def aborted(self) -> bool:
+        return self.failure is not None or self.error is not None
+
+    def abort(
+        self, *, failure: tuple[str, str] | None = None, error: BaseException | None = None
+    ) -> None:
+        # The first reason wins; cancelling the scope unblocks the pending MCP call.
+        if not self.aborted:
+            self.failure, self.error = failure, error
+        self.scope.cancel()
+
+
+@dataclass(frozen=True)
+class _Planned:
+    step: OperationStep
+    schema_defaults: bool  # arguments come from the tool's input schema (no script)
+
+
+@dataclass(frozen=True)
+class _Outcome:
+    result: OperationResult | None
+    stop: bool = False
+    # Re-raised by `execute` once the connection is closed, so it surfaces
+    # as itself rather than wrapped in the SDK's task-group ExceptionGroups.
+    error: BaseException | None = None
+
+
+def _failed(ref: OperationRef, code: str, message: str, *, stop: bool = False) -> _Outcome:
+    return _Outcome(
+        OperationResult(
+            logical_operation_id=ref.logical_operation_id,
+            server=ref.server,
+            operation_kind=ref.operation_kind,
+            operation_name=ref.operation_name,
+            ok=False,
+            failure_code=code,
+            failure_message=message,
+        ),
+        stop=stop,
+    )
+
+
+def _refusal(message: str) -> ErrorData:
+    return ErrorData(code=INVALID_REQUEST, message=message)
+
+
+class _Run:
+    """One `ScriptedHarness.run`: the connection and the operation in flight."""
+
+    def __init__(
+        self, task: HarnessTask, resolve: InputResolver, client_info: Implementation
+    ) -> None:
+        self._task = task
+        self._resolver = resolve
+        self._client_info = client_info
+        self._client: Client | None = None
+        self._tools: dict[str, Tool] | None = None
+        self._active: _ActiveOperation | None = None
+
+    async def execute(self) -> list[OperationResult]:
+        selected = self._task.selected_tools()
+        if self._task.script is None:
+            plan = [
+                _Planned(OperationStep("tool", name), schema_defaults=True) for name in selected
+            ]
+        else:
+            plan = [_Planned(step, schema_defaults=False) for step in self._task.script]
+        results: list[OperationResult] = []
+        error: BaseException | None = None
+        # The stack owns the connection: it closes (and a stdio server is
+        # stopped) however this block exits, cancellation included.
+        async with AsyncExitStack() as stack:
+            for index, planned in enumerate(plan):
+                outcome = await self._run_one(stack, index, planned, selected)
+                if outcome.result is not None:
+                    results.append(outcome.result)
+                if outcome.error is not None:
+                    error = outcome.error
+                if outcome.stop or error is not None:
+                    break
+        if error is not None:
+            raise error
+        return results
+
+    def _ref(self, index: int, step: OperationStep, arguments: Mapping[str, Any]) -> OperationRef:
+        return OperationRef(
+            logical_operation_id=operation_id(index),
+            server=self._task.server.name,
+            operation_kind=step.kind,
+            operation_name=step.name,
+            arguments=dict(arguments),
+        )
+
+    async def _run_one(
+        self, stack: AsyncExitStack, index: int, planned: _Planned, selected: list[str]
+    ) -> _Outcome:
+        step = planned.step
+        ref = self._ref(index, step, step.arguments)
+        if step.kind == "tool" and step.name not in selected:
+            return _failed(
+                ref,
+                TOOL_NOT_SELECTED,
+                f"tool {ref.server}:{step.name} is not in the execution's tool selection",
+            )
+        if self._client is None:
+            try:
+                self._client = await self._connect(stack)
+            except Exception as exc:  # spawn, network and handshake failures alike
+                logger.warning("cannot connect to MCP server %r", ref.server, exc_info=True)
+                return _failed(ref, SERVER_UNAVAILABLE, f"cannot connect: {exc!r}", stop=True)
+        arguments: Mapping[str, Any] = step.arguments
+        if step.kind == "tool":
+            try:
+                tool = (await self._listed_tools()).get(step.name)
+            except (MCPError, ValidationError) as exc:
+                return self._sdk_failure(ref, exc)
+            if tool is None:
+                return _failed(
+                    ref, TOOL_NOT_FOUND, f"server {ref.server!r} lists no tool {step.name!r}"
+                )
+            if planned.schema_defaults:
+                arguments = _schema_defaults(tool.input_schema)
+                ref = self._ref(index, step, arguments)
+        return await self._operate(ref)
+
+    async def _connect(self, stack: AsyncExitStack) -> Client:
+        server = self._task.server
+        target: StdioServerParameters | Any
+        if isinstance(server, StdioServer):
+            target = StdioServerParameters(
+                command=server.command, args=list(server.args), env=dict(server.env), cwd=server.cwd
+            )
+        else:
+            http = httpx2.AsyncClient(
+                headers=dict(server.headers),
+                timeout=httpx2.Timeout(_HTTP_TIMEOUT_SECONDS, read=None),
+            )
+            await stack.enter_async_context(http)
+            target = streamable_http_client(server.url, http_client=http)
+        client = Client(
+            target,
+            mode=server.protocol,
+            # Given a callback, the SDK declares elicitation {form, url}.
+            elicitation_callback=self._on_elicit,
+            client_info=self._client_info,
+            cache=None,  # a script must see the server's current listings
+        )
+        return await stack.enter_async_context(client)
+
+    async def _listed_tools(self) -> dict[str, Tool]:
+        if self._tools is None:
+            assert self._client is not None
+            tools: dict[str, Tool] = {}
+            cursor: str | None = None
+            try:
+                for _ in range(_TOOL_LIST_PAGE_LIMIT):
+                    params = PaginatedRequestParams(cursor=cursor) if cursor else None
+                    page = await self._client.session.list_tools(params=params)
+                    tools.update((tool.name, tool) for tool in page.tools)
+                    if (cursor := page.next_cursor) is None:
+                        break
+            except MCPError as exc:
+                if exc.code != METHOD_NOT_FOUND:
+                    raise
+                # A server without tools lists none.
+            self._tools = tools
+        return self._tools
+
+    async def _operate(self, ref: OperationRef) -> _Outcome:
+        active = _ActiveOperation(ref, self._task.round_limit)
+        self._active = active
+        outcome: _Outcome | None = None
+        try:
+            with active.scope:
+                outcome = await self._drive(active)
+        finally:
+            self._active = None
+        if active.error is not None:
+            if not isinstance(active.error, M3Error):
+                return _Outcome(None, error=active.error)
+            logger.warning(
+                "operation %s (%s %r) of execution %s failed: input resolver raised %s",
+                ref.logical_operation_id,
+                ref.operation_kind,
+                ref.operation_name,
+                self._task.execution_id,
+                type(active.error).__name__,
+                exc_info=active.error,
+            )
+            return _failed(ref, active.error.reason.lower(), str(active.error), stop=True)
+        if active.failure is not None:
+            return _failed(ref, *active.failure)
+        assert outcome is not None, "the operation scope is only cancelled by an abort"
+        return outcome
+
+    async def _drive(self, active: _ActiveOperation) -> _Outcome | None:
+        """Send the operation, resolving MRTR rounds until a final result (None if aborted)."""
+        ref = active.ref
+        responses: InputResponses | None = None
+        state: str | None = None
+        state_only = 0
+        delay = _STATE_ONLY_BACKOFF_SECONDS[0]
+        while True:
+            try:
+                reply = await self._send(ref, responses, state)
+            except (MCPError, ValidationError, RuntimeError) as exc:
+                return self._sdk_failure(ref, exc)
+            if not isinstance(reply, InputRequiredResult):
+                return _Outcome(_completed(ref, reply))
+            state = reply.request_state
+            responses = None
+            if not reply.input_requests:
+                state_only += 1
+                if state_only > _STATE_ONLY_RETRY_LIMIT:
+                    return _failed(
+                        ref,
+                        ROUND_LIMIT_EXCEEDED,
+                        "server kept answering input_required without requests",
+                    )
+                await anyio.sleep(delay)
+                delay = min(delay * 2, _STATE_ONLY_BACKOFF_SECONDS[1])
+                continue
+            if active.rounds >= active.round_limit:
+                return _failed(ref, ROUND_LIMIT_EXCEEDED, _round_limit_message(active))
+            responses = await self._mrtr_round(active, reply)
+            if responses is None:
+                return None
+
+    async def _send(
+        self, ref: OperationRef, responses: InputResponses | None, state: str | None
+    ) -> _Reply:
+        assert self._client is not None
+        session = self._client.session
+        arguments = dict(ref.arguments)
+        # No read timeout is passed: a round may wait on a human for minutes.
+        if ref.operation_kind == "tool":
+            return await session.call_tool(
+                ref.operation_name,
+                arguments,
+                input_responses=responses,
+                request_state=state,
+                allow_input_required=True,
+            )
+        if ref.operation_kind == "prompt":
+            return await session.get_prompt(
+                ref.operation_name,
+                {k: v if isinstance(v, str) else json.dumps(v) for k, v in arguments.items()},
+                input_responses=responses,
+                request_state=state,
+                allow_input_required=True,
+            )
+        return await session.read_resource(
+            ref.operation_name,
+            input_responses=responses,
+            request_state=state,
+            allow_input_required=True,
+        )
+
+    async def _mrtr_round(
+        self, active: _ActiveOperation, reply: InputRequiredResult
+    ) -> InputResponses | None:
+        """Resolve one InputRequiredResult; the retry's input_responses, or None if aborted."""
+        params: dict[str, ElicitRequestParams] = {}
+        for wire_key, request in (reply.input_requests or {}).items():
+            if not isinstance(request, ElicitRequest):
+                active.abort(
+                    failure=(
+                        UNSUPPORTED_INPUT_REQUEST,
+                        f"cannot answer {request.method!r} ({wire_key!r})",
+                    )
+                )
+                return None
+            params[wire_key] = request.params
+        wire_keys = mrtr_request_keys(params)
+        round = InputRound(
+            operation=active.ref,
+            round_index=active.rounds,
+            requests={
+                key: domain_request(params[wire], active.ref, fallback_elicitation_id=key)
+                for key, wire in wire_keys.items()
+            },
+            request_state=reply.request_state,
+            protocol="mrtr",
+        )
+        active.rounds += 1
+        try:
+            answers = await self._resolve(round)
+        except Exception as exc:  # M3Error is recorded, anything else re-raised by _operate
+            active.abort(error=exc)
+            return None
+        results = _check_answers(active, round, answers)
+        if results is None:
+            return None
+        return {wire_keys[key]: result for key, result in results.items()}
+
+    async def _on_elicit(
+        self, context: ClientRequestContext, params: ElicitRequestParams
+    ) -> ElicitResult | ErrorData:
+        """Legacy `elicitation/create`: runs in the session's task, not in `run`'s."""
+        active = self._active
+        if active is None:
+            return _refusal("no operation is waiting for input")
+        # One round at a time: a server asking concurrently waits its turn.
+        async with active.lock:
+            if active.aborted:
+                return _refusal("the operation was aborted")
+            if active.rounds >= active.round_limit:
+                message = _round_limit_message(active)
+                active.abort(failure=(ROUND_LIMIT_EXCEEDED, message))
+                return _refusal(message)
+            key = legacy_request_key(params)
+            round = InputRound(
+                operation=active.ref,
+                round_index=active.rounds,
+                requests={key: domain_request(params, active.ref, fallback_elicitation_id=key)},
+                request_state=None,
+                protocol="legacy",
+            )
+            active.rounds += 1
+            try:
+                answers = await self._resolve(round)
+            except BaseException as exc:
+                # Hand the error to `run`'s task (the scope cancel unblocks it);
+                # a cancellation still unwinds this task.
+                active.abort(error=exc)
+                if not isinstance(exc, Exception):
+                    raise
+                return _refusal("the client could not obtain input")
+            results = _check_answers(active, round, answers)
+            if results is None:
+                return _refusal("the client could not obtain valid input")
+            return results[key]
+
+    async def _resolve(self, round: InputRound) -> Mapping[str, ElicitationResponse]:
+        return await self._resolver(round)
+
+    def _sdk_failure(self, ref: OperationRef, exc: Exception) -> _Outcome:
+        if isinstance(exc, MCPError):
+            if exc.code == MCP_CONNECTION_CLOSED:
+                return _failed(ref, CONNECTION_CLOSED, exc.message, stop=True)
+            return _failed(ref, MCP_ERROR, f"MCP error {exc.code}: {exc.message}")
+        return _failed(ref, INVALID_SERVER_RESULT, str(exc))
+
+
+def _check_answers(
+    active: _ActiveOperation, round: InputRound, answers: Mapping[str, ElicitationResponse]
+) -> dict[str, ElicitResult] | None:
+    """The resolver's answers as ElicitResults, or None (and the operation aborted)."""
+    expected, got = set(round.requests), set(answers)
+    problem: str | None = None
+    if expected != got:
+        problem = f"expected responses for {sorted(expected)}, got {sorted(got)}"
+    else:
+        try:
+            return {
+                key: elicit_result(ElicitationResponse.model_validate(answers[key]), request)
+                for key, request in round.requests.items()
+            }
+        except ValidationError as exc:
+            problem = f"invalid response: {exc}"
+    active.abort(failure=(INVALID_INPUT_RESPONSE, problem))
+    return None
+
+
+def _completed(
+    ref: OperationRef, reply: CallToolResult | GetPromptResult | ReadResourceResult
+) -> OperationResult:
+    failed = isinstance(reply, CallToolResult) and reply.is_error
+    message: str | None = None
+    if isinstance(reply, CallToolResult) and reply.is_error:
+        message = " ".join(block.text for block in reply.content if isinstance(block, TextContent))
+    return OperationResult(
+        logical_operation_id=ref.logical_operation_id,
+        server=ref.server,
+        operation_kind=ref.operation_kind,
+        operation_name=ref.operation_name,
+        ok=not failed,
+        result=dump_result(reply),
+        failure_code=TOOL_ERROR if failed else None,
+        failure_message=message,
+    )
+
+
+def _schema_defaults(input_schema: Mapping[str, Any]) -> dict[str, Any]:
+    """Arguments for an unscripted call: each property's `default`, where the schema has one."""
+    properties = input_schema.get("properties")
+    if not isinstance(properties, Mapping):
+        return {}
+    return {
+        name: prop["default"]
+        for name, prop in properties.items()
+        if isinstance(prop, Mapping) and "default" in prop
+    }
+
+
+def _round_limit_message(active: _ActiveOperation) -> str:
+    return f"the server asked for more than {active.round_limit} input rounds"
+
+
+__all__ = ["CLIENT_INFO", "ScriptedHarness"]

@@ -1,0 +1,365 @@
+"""The embedded Python API of the seed: MCPTestKit / AsyncMCPTestKit and their handles.
+
+    with MCPTestKit(store=store, env={}) as kit:
+        agent = kit.agents([{"harness": "scripted", "models": []}])[0]
+        handle = agent.submit("...", server=shipping_server,
+                              tools=["shipping:book_shipment"], human_input="managed")
+
+The sync kit runs the runtime on an event loop in a background thread; the
+async kit runs it on the caller's loop. Both submit through the same Runtime,
+so a response submitted through a handle wakes its worker right after commit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Awaitable, Coroutine, Mapping, Sequence
+from datetime import timedelta
+from types import TracebackType
+from typing import Any, TypeVar
+
+from m3grpc.errors import FieldViolation, ModelValidationError
+from m3grpc.harness import Harness
+from m3grpc.runtime import Runtime, WorkerSettings
+from m3grpc.servers import ServerBinding
+from m3grpc.specs import AgentSpec, ElicitationPlan, OperationSpec, PermissionPolicy, ScriptStep
+from m3grpc.storage import EphemeralExecutionStore, SqlExecutionStore
+from m3grpc.types import (
+    ElicitationResponse,
+    ExecutionResult,
+    ExecutionState,
+    HumanInput,
+    PendingElicitationRound,
+)
+
+T = TypeVar("T")
+Spec = AgentSpec | OperationSpec | Mapping[str, Any]
+
+
+def _settings(concurrency: int, lease_seconds: float, poll_interval: float) -> WorkerSettings:
+    return WorkerSettings(
+        concurrency=concurrency,
+        lease_duration=timedelta(seconds=lease_seconds),
+        poll_interval=poll_interval,
+    )
+
+
+def _agent_config(config: Mapping[str, Any], index: int) -> tuple[str, tuple[str, ...]]:
+    harness = config.get("harness")
+    models = config.get("models", [])
+    violations = []
+    if not isinstance(harness, str) or not harness:
+        violations.append(FieldViolation(f"agents[{index}].harness", "must be a harness name"))
+    if not isinstance(models, Sequence) or isinstance(models, str):
+        violations.append(FieldViolation(f"agents[{index}].models", "must be a list of models"))
+    if violations:
+        raise ModelValidationError("invalid agent configuration", field_violations=violations)
+    return str(harness), tuple(str(m) for m in models)
+
+
+def _agent_spec(
+    harness: str,
+    models: tuple[str, ...],
+    prompt: str,
+    *,
+    server: ServerBinding,
+    tools: Sequence[str],
+    script: Sequence[ScriptStep | Mapping[str, Any]] | None,
+    elicitation_plan: ElicitationPlan | Mapping[str, Any] | None,
+    permission_policy: PermissionPolicy | Mapping[str, Any] | None,
+    round_limit: int,
+    round_timeout_seconds: float | None,
+) -> dict[str, Any]:
+    # A mapping (not the model) so that validation errors surface as one
+    # ModelValidationError from the runtime's submission checks.
+    spec: dict[str, Any] = {
+        "kind": "agent",
+        "prompt": prompt,
+        "harness": harness,
+        "models": list(models),
+        "server": server.model_dump() if hasattr(server, "model_dump") else server,
+        "tools": list(tools),
+        "round_limit": round_limit,
+        "round_timeout_seconds": round_timeout_seconds,
+    }
+    if script is not None:
+        spec["script"] = [s.model_dump() if isinstance(s, ScriptStep) else s for s in script]
+    if elicitation_plan is not None:
+        spec["elicitation_plan"] = (
+            elicitation_plan.model_dump()
+            if isinstance(elicitation_plan, ElicitationPlan)
+            else elicitation_plan
+        )
+    if permission_policy is not None:
+        spec["permission_policy"] = (
+            permission_policy.model_dump()
+            if isinstance(permission_policy, PermissionPolicy)
+            else permission_policy
+        )
+    return spec
+
+
+# -- async ------------------------------------------------------------------------------
+
+
+class AsyncExecutionHandle:
+    """One execution, observed and answered from asyncio code."""
+
+    def __init__(self, runtime: Runtime, execution_id: str) -> None:
+        self._runtime = runtime
+        self.execution_id = execution_id
+
+    async def pending_elicitation(self) -> PendingElicitationRound | None:
+        record = await self._runtime.pending_round(self.execution_id)
+        return record.pending if record is not None else None
+
+    async def respond_elicitation(
+        self,
+        round_id: str,
+        responses: Mapping[str, ElicitationResponse],
+        *,
+        idempotency_key: str,
+    ) -> None:
+        await self._runtime.respond(
+            round_id, responses, idempotency_key=idempotency_key, execution_id=self.execution_id
+        )
+
+    async def snapshot(self) -> ExecutionState:
+        return await self._runtime.snapshot(self.execution_id)
+
+    async def result(self, timeout: float | None = None) -> ExecutionResult:
+        return await self._runtime.result(self.execution_id, timeout)
+
+    async def cancel(self) -> None:
+        await self._runtime.cancel(self.execution_id)
+
+
+class AsyncAgent:
+    def __init__(self, kit: AsyncMCPTestKit, harness: str, models: tuple[str, ...]) -> None:
+        self._kit = kit
+        self.harness = harness
+        self.models = models
+
+    async def submit(
+        self,
+        prompt: str,
+        *,
+        server: ServerBinding,
+        tools: Sequence[str] = (),
+        script: Sequence[ScriptStep | Mapping[str, Any]] | None = None,
+        elicitation_plan: ElicitationPlan | Mapping[str, Any] | None = None,
+        permission_policy: PermissionPolicy | Mapping[str, Any] | None = None,
+        human_input: HumanInput = "fail",
+        round_limit: int = 8,
+        round_timeout_seconds: float | None = None,
+    ) -> AsyncExecutionHandle:
+        spec = _agent_spec(
+            self.harness,
+            self.models,
+            prompt,
+            server=server,
+            tools=tools,
+            script=script,
+            elicitation_plan=elicitation_plan,
+            permission_policy=permission_policy,
+            round_limit=round_limit,
+            round_timeout_seconds=round_timeout_seconds,
+        )
+        return await self._kit.submit(spec, human_input=human_input)
+
+
+class AsyncMCPTestKit:
+    """The asyncio kit: `async with AsyncMCPTestKit(store=...) as kit:`."""
+
+    def __init__(
+        self,
+        store: SqlExecutionStore | None = None,
+        env: Mapping[str, str] | None = None,
+        *,
+        concurrency: int = 4,
+        lease_seconds: float = 30.0,
+        poll_interval: float = 0.5,
+        harnesses: Mapping[str, Harness] | None = None,
+    ) -> None:
+        self._owns_store = store is None
+        self.store = store if store is not None else EphemeralExecutionStore()
+        self.runtime = Runtime(
+            self.store,
+            settings=_settings(concurrency, lease_seconds, poll_interval),
+            harnesses=harnesses,
+            env=env,
+        )
+
+    async def __aenter__(self) -> AsyncMCPTestKit:
+        await self.runtime.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.runtime.stop(grace=0)
+        if self._owns_store:
+            self.store.close()
+
+    def agents(self, configs: Sequence[Mapping[str, Any]]) -> list[AsyncAgent]:
+        return [
+            AsyncAgent(self, *_agent_config(config, index)) for index, config in enumerate(configs)
+        ]
+
+    async def submit(self, spec: Spec, *, human_input: HumanInput = "fail") -> AsyncExecutionHandle:
+        created = await self.runtime.submit(spec, human_input)
+        return AsyncExecutionHandle(self.runtime, created.state.execution_id)
+
+
+# -- sync -------------------------------------------------------------------------------
+
+
+class _LoopThread:
+    """An event loop in a daemon thread, for running the runtime behind a sync API."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, name="m3-kit", daemon=True)
+        self._thread.start()
+
+    def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result()
+
+    def close(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join()
+        self.loop.close()
+
+
+class ExecutionHandle:
+    """One execution, observed and answered from synchronous code."""
+
+    def __init__(self, loop: _LoopThread, handle: AsyncExecutionHandle) -> None:
+        self._loop = loop
+        self._handle = handle
+        self.execution_id = handle.execution_id
+
+    def _run(self, awaitable: Awaitable[T]) -> T:
+        async def wrapper() -> T:
+            return await awaitable
+
+        return self._loop.run(wrapper())
+
+    def pending_elicitation(self) -> PendingElicitationRound | None:
+        return self._run(self._handle.pending_elicitation())
+
+    def respond_elicitation(
+        self,
+        round_id: str,
+        responses: Mapping[str, ElicitationResponse],
+        *,
+        idempotency_key: str,
+    ) -> None:
+        self._run(
+            self._handle.respond_elicitation(round_id, responses, idempotency_key=idempotency_key)
+        )
+
+    def snapshot(self) -> ExecutionState:
+        return self._run(self._handle.snapshot())
+
+    def result(self, timeout: float | None = None) -> ExecutionResult:
+        return self._run(self._handle.result(timeout))
+
+    def cancel(self) -> None:
+        self._run(self._handle.cancel())
+
+
+class Agent:
+    def __init__(self, kit: MCPTestKit, agent: AsyncAgent) -> None:
+        self._kit = kit
+        self._agent = agent
+        self.harness = agent.harness
+        self.models = agent.models
+
+    def submit(
+        self,
+        prompt: str,
+        *,
+        server: ServerBinding,
+        tools: Sequence[str] = (),
+        script: Sequence[ScriptStep | Mapping[str, Any]] | None = None,
+        elicitation_plan: ElicitationPlan | Mapping[str, Any] | None = None,
+        permission_policy: PermissionPolicy | Mapping[str, Any] | None = None,
+        human_input: HumanInput = "fail",
+        round_limit: int = 8,
+        round_timeout_seconds: float | None = None,
+    ) -> ExecutionHandle:
+        handle = self._kit._loop_thread().run(
+            self._agent.submit(
+                prompt,
+                server=server,
+                tools=tools,
+                script=script,
+                elicitation_plan=elicitation_plan,
+                permission_policy=permission_policy,
+                human_input=human_input,
+                round_limit=round_limit,
+                round_timeout_seconds=round_timeout_seconds,
+            )
+        )
+        return ExecutionHandle(self._kit._loop_thread(), handle)
+
+
+class MCPTestKit:
+    """The synchronous kit: `with MCPTestKit(store=store, env={}) as kit:`."""
+
+    def __init__(
+        self,
+        store: SqlExecutionStore | None = None,
+        env: Mapping[str, str] | None = None,
+        *,
+        concurrency: int = 4,
+        lease_seconds: float = 30.0,
+        poll_interval: float = 0.5,
+        harnesses: Mapping[str, Harness] | None = None,
+    ) -> None:
+        self._async_kit = AsyncMCPTestKit(
+            store,
+            env,
+            concurrency=concurrency,
+            lease_seconds=lease_seconds,
+            poll_interval=poll_interval,
+            harnesses=harnesses,
+        )
+        self.store = self._async_kit.store
+        self._thread: _LoopThread | None = None
+
+    def _loop_thread(self) -> _LoopThread:
+        if self._thread is None:
+            raise RuntimeError("use the kit inside a `with MCPTestKit(...)` block")
+        return self._thread
+
+    def __enter__(self) -> MCPTestKit:
+        self._thread = _LoopThread()
+        self._thread.run(self._async_kit.__aenter__())
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        thread = self._loop_thread()
+        try:
+            thread.run(self._async_kit.__aexit__(exc_type, exc, tb))
+        finally:
+            thread.close()
+            self._thread = None
+
+    def agents(self, configs: Sequence[Mapping[str, Any]]) -> list[Agent]:
+        return [Agent(self, agent) for agent in self._async_kit.agents(configs)]
+
+    def submit(self, spec: Spec, human_input: HumanInput = "fail") -> ExecutionHandle:
+        thread = self._loop_thread()
+        handle = thread.run(self._async_kit.submit(spec, human_input=human_input))
+        return ExecutionHandle(thread, handle)

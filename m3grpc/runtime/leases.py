@@ -1,0 +1,14 @@
+"""The lease a running execution holds, shared by its heartbeat and its rounds."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from m3grpc.types import ManagedInputLease
+
+
+@dataclass
+class LeaseHolder:
+    """The current lease; the heartbeat replaces it on renewal (same token, later expiry)."""
+
+    lease: ManagedInputLease

@@ -1,0 +1,239 @@
+"""The runtime facade: what the embedded kit and the gRPC api call.
+
+It owns the worker pool and the in-process notifier on one event loop. Every
+store call runs in a worker thread so the loop never blocks on SQL.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Collection, Mapping
+from datetime import datetime
+from typing import Any
+
+from m3grpc.errors import (
+    ExecutionNotFoundError,
+    FieldViolation,
+    ManagedInputStateError,
+    ManagedInputValidationError,
+    ResultWaitTimeout,
+    WorkQueueFullError,
+)
+from m3grpc.harness import Harness, ScriptedHarness
+from m3grpc.runtime.notifier import Notifier, wait_for
+from m3grpc.runtime.submission import spec_document, validate_submission
+from m3grpc.runtime.worker import WorkerPool, WorkerSettings
+from m3grpc.storage import (
+    CreatedExecution,
+    ResponseSubmission,
+    SqlExecutionStore,
+    StoredEvent,
+)
+from m3grpc.storage.response_validation import require_identifier
+from m3grpc.types import (
+    ElicitationResponse,
+    ExecutionResult,
+    ExecutionState,
+    ManagedInputRecord,
+    ManagedInputStatus,
+)
+
+
+def default_harnesses() -> dict[str, Harness]:
+    return {"scripted": ScriptedHarness()}
+
+
+class Runtime:
+    """Executions on one store: submit, observe, answer, cancel; workers run them."""
+
+    def __init__(
+        self,
+        store: SqlExecutionStore,
+        *,
+        settings: WorkerSettings | None = None,
+        harnesses: Mapping[str, Harness] | None = None,
+        env: Mapping[str, str] | None = None,
+        queue_capacity: int | None = None,
+    ) -> None:
+        self.store = store
+        self.settings = settings or WorkerSettings()
+        self.harnesses = dict(harnesses or default_harnesses())
+        self._env = dict(env or {})
+        self._queue_capacity = queue_capacity
+        self._pool: WorkerPool | None = None
+        self._notifier: Notifier | None = None
+
+    # -- lifecycle ------------------------------------------------------------------
+
+    async def start(self) -> None:
+        self._notifier = Notifier(asyncio.get_running_loop())
+        self._pool = WorkerPool(
+            self.store, self._notifier, self.harnesses, self.settings, self._env
+        )
+        await self._pool.start()
+
+    async def stop(self, grace: float = 10.0) -> None:
+        if self._pool is not None:
+            await self._pool.stop(grace)
+
+    @property
+    def notifier(self) -> Notifier:
+        if self._notifier is None:
+            raise RuntimeError("the runtime is not started")
+        return self._notifier
+
+    # -- executions -----------------------------------------------------------------
+
+    async def submit(
+        self, spec: object, human_input: object = "fail", *, request_id: str | None = None
+    ) -> CreatedExecution:
+        parsed, mode = validate_submission(
+            spec,
+            human_input,
+            persistent_store=self.store.persistent,
+            harnesses=self.harnesses,
+        )
+        if self._queue_capacity is not None:
+            queued = await asyncio.to_thread(self.store.count_queued)
+            if queued >= self._queue_capacity:
+                raise WorkQueueFullError(
+                    f"the work queue is full ({queued} queued executions); retry later",
+                    retry_after_seconds=1.0,
+                    metadata={"queue_capacity": str(self._queue_capacity)},
+                )
+        created = await asyncio.to_thread(
+            self.store.create_execution,
+            spec_document(parsed),
+            human_input=mode,
+            request_id=request_id,
+        )
+        if self._pool is not None:
+            self._pool.wake()
+        return created
+
+    async def snapshot(self, execution_id: str) -> ExecutionState:
+        return await asyncio.to_thread(self.store.get_state, _execution_id(execution_id))
+
+    async def result(self, execution_id: str, timeout: float | None = None) -> ExecutionResult:
+        """Wait for the terminal result; ResultWaitTimeout if `timeout` runs out first."""
+        execution_id = _execution_id(execution_id)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            wake = self.notifier.register(execution_id)
+            try:
+                result = await asyncio.to_thread(self.store.get_result, execution_id)
+                if result is not None:
+                    return result
+                wait = self.settings.poll_interval
+                if deadline is not None:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        raise ResultWaitTimeout(
+                            f"execution {execution_id} did not finish within {timeout} s",
+                            metadata={"execution_id": execution_id, "timeout": f"{timeout}s"},
+                        )
+                    wait = min(wait, remaining)
+                await wait_for(wake, wait)
+            finally:
+                self.notifier.unregister(execution_id, wake)
+
+    async def cancel(self, execution_id: str) -> ExecutionState:
+        """Cancel the execution (idempotent). Returns its state after the request."""
+        execution_id = _execution_id(execution_id)
+        state = await asyncio.to_thread(self.store.request_cancel, execution_id)
+        # Cancel at once when this process runs it; another replica sees the flag
+        # on its next lease renewal.
+        if self._pool is not None:
+            self._pool.cancel(execution_id)
+        self.notifier.notify(execution_id)
+        return state
+
+    # -- managed input -----------------------------------------------------------------
+
+    async def pending_round(self, execution_id: str) -> ManagedInputRecord | None:
+        """The single pending round of the execution, or None."""
+        execution_id = _execution_id(execution_id)
+        await self.snapshot(execution_id)  # ExecutionNotFoundError for unknown IDs
+        rounds = await asyncio.to_thread(
+            self.store.managed_input_store.list_rounds,
+            execution_id=execution_id,
+            statuses=[ManagedInputStatus.PENDING],
+            limit=2,
+        )
+        if len(rounds) > 1:
+            raise ManagedInputStateError(
+                f"execution {execution_id} has more than one pending round",
+                metadata={"execution_id": execution_id},
+            )
+        return rounds[0] if rounds else None
+
+    async def respond(
+        self,
+        round_id: str,
+        responses: Mapping[str, ElicitationResponse],
+        *,
+        idempotency_key: str,
+        execution_id: str | None = None,
+    ) -> ResponseSubmission:
+        """Submit responses; the worker waiting on the round is woken after the commit."""
+        require_identifier(round_id, "round_id")
+        rounds = self.store.managed_input_store
+        if execution_id is not None:
+            record = await asyncio.to_thread(rounds.get_round, round_id)
+            if record.pending.execution_id != execution_id:
+                raise ManagedInputValidationError(
+                    "the round belongs to another execution",
+                    field_violations=[
+                        FieldViolation("round_id", f"not a round of execution {execution_id}")
+                    ],
+                    metadata={"round_id": round_id, "execution_id": execution_id},
+                )
+        submission = await asyncio.to_thread(
+            rounds.submit_responses_detailed,
+            round_id,
+            responses,
+            idempotency_key=idempotency_key,
+        )
+        self.notifier.notify(round_id)
+        return submission
+
+    async def get_round(self, round_id: str) -> ManagedInputRecord:
+        require_identifier(round_id, "round_id")
+        return await asyncio.to_thread(self.store.managed_input_store.get_round, round_id)
+
+    async def list_rounds(
+        self,
+        *,
+        execution_id: str | None = None,
+        statuses: Collection[ManagedInputStatus] | None = None,
+        after: tuple[datetime, str] | None = None,
+        limit: int | None = None,
+    ) -> list[ManagedInputRecord]:
+        return await asyncio.to_thread(
+            self.store.managed_input_store.list_rounds,
+            execution_id=execution_id,
+            statuses=statuses,
+            after=after,
+            limit=limit,
+        )
+
+    # -- events (WatchPending) ----------------------------------------------------------
+
+    async def events_after(
+        self, after_seq: int, *, execution_id: str | None = None, limit: int = 500
+    ) -> list[StoredEvent]:
+        return await asyncio.to_thread(
+            self.store.read_events, after_seq=after_seq, execution_id=execution_id, limit=limit
+        )
+
+    async def last_event_seq(self) -> int:
+        return await asyncio.to_thread(self.store.last_event_seq)
+
+
+def _execution_id(value: Any) -> str:
+    if not isinstance(value, str) or not value:
+        raise ExecutionNotFoundError(
+            "execution_id must be a non-empty string", metadata={"execution_id": str(value)}
+        )
+    return value

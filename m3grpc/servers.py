@@ -1,0 +1,94 @@
+"""Public MCP server bindings: where a harness finds the server an execution talks to.
+
+A binding is a frozen pydantic model tagged by `kind` ("stdio" or "http"), so a
+binding survives a JSON round trip (`server_binding_adapter`) and can sit in a
+pydantic field typed `TaggedServerBinding`.
+
+`protocol` chooses how the MCP client negotiates the protocol generation:
+
+- "auto" (default, the SDK's own default): probe `server/discover` and speak
+  2026-07-28 when the server supports it, else fall back to the `initialize`
+  handshake (2025-11-25 and older).
+- "legacy": always use the `initialize` handshake. Needed for servers that
+  answer 2026-07-28 but still elicit with `ctx.elicit(...)` mid-call: in the
+  2026-07-28 protocol a server has no back-channel for `elicitation/create`, so
+  such a tool fails unless the connection is legacy.
+- "2026-07-28": adopt that version without probing.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator
+
+McpProtocol = Literal["auto", "legacy", "2026-07-28"]
+
+# A binding name prefixes tool selections ("shipping:book_shipment"), so it
+# cannot contain ":" or whitespace.
+_NAME_PATTERN = r"^[^:\s]+$"
+
+
+class _Binding(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field(min_length=1, pattern=_NAME_PATTERN)
+    protocol: McpProtocol = "auto"
+
+
+class StdioServer(_Binding):
+    """An MCP server the harness launches as a subprocess and talks to over stdin/stdout.
+
+    `env` is merged over the MCP SDK's minimal inherited environment (HOME,
+    PATH, SHELL, TERM, USER, LOGNAME); the rest of the caller's environment is
+    not passed on.
+    """
+
+    kind: Literal["stdio"] = "stdio"
+    command: str = Field(min_length=1)
+    args: tuple[str, ...] = ()
+    env: Mapping[str, str] = Field(default_factory=dict)
+    cwd: str | None = None
+
+    @field_validator("cwd", mode="before")
+    @classmethod
+    def _path_to_str(cls, value: Any) -> Any:
+        return os.fspath(value) if isinstance(value, os.PathLike) else value
+
+
+class HttpServer(_Binding):
+    """An MCP server reached over Streamable HTTP at `url`, sending `headers` on every request."""
+
+    kind: Literal["http"] = "http"
+    url: str
+    headers: Mapping[str, str] = Field(default_factory=dict)
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        parts = urlsplit(value)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise ValueError("url must be an absolute http:// or https:// URL")
+        return value
+
+
+ServerBinding = StdioServer | HttpServer
+"""Either binding; use `TaggedServerBinding` as a pydantic field type."""
+
+TaggedServerBinding = Annotated[ServerBinding, Field(discriminator="kind")]
+
+server_binding_adapter: TypeAdapter[ServerBinding] = TypeAdapter(TaggedServerBinding)
+"""Validates/dumps a binding from/to JSON by its `kind` tag."""
+
+
+__all__ = [
+    "HttpServer",
+    "McpProtocol",
+    "ServerBinding",
+    "StdioServer",
+    "TaggedServerBinding",
+    "server_binding_adapter",
+]

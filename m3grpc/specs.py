@@ -1,0 +1,95 @@
+"""What a caller submits: an AgentSpec (a harness works against a server) or a
+single OperationSpec, with an optional elicitation plan for human_input="fail".
+
+Specs are pydantic models so they are validated once at submission and stored
+as JSON with the execution.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from m3grpc.servers import TaggedServerBinding
+from m3grpc.types import ElicitationAction, OperationKind
+
+
+class _Spec(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class ScriptStep(_Spec):
+    """One MCP operation: call a tool, get a prompt or read a resource."""
+
+    kind: OperationKind = "tool"
+    name: str = Field(min_length=1)
+    arguments: Mapping[str, Any] = Field(default_factory=dict)
+
+
+class PlanRule(_Spec):
+    """Answers every elicitation request it matches (all given matchers must match).
+
+    `use_schema_defaults` accepts with the `default` of each schema property.
+    """
+
+    operation_name: str | None = None
+    request_key: str | None = None
+    message_contains: str | None = None
+    action: ElicitationAction
+    content: Mapping[str, Any] | None = None
+    use_schema_defaults: bool = False
+
+    @model_validator(mode="after")
+    def _consistent(self) -> PlanRule:
+        if self.action != "accept" and (self.content is not None or self.use_schema_defaults):
+            raise ValueError(f"a {self.action} rule carries no content")
+        if self.content is not None and self.use_schema_defaults:
+            raise ValueError("give content or use_schema_defaults, not both")
+        return self
+
+
+class ElicitationPlan(_Spec):
+    """Predefined answers for human_input="fail": the first matching rule answers."""
+
+    rules: tuple[PlanRule, ...] = Field(min_length=1)
+
+
+class PermissionPolicy(_Spec):
+    """Native permission prompts outside the tool selection (harnesses that have them).
+
+    The scripted harness has none: it refuses every unselected tool itself.
+    """
+
+    default: Literal["deny", "allow"] = "deny"
+
+
+class AgentSpec(_Spec):
+    """An agent (harness + models) working on a prompt against one MCP server."""
+
+    kind: Literal["agent"] = "agent"
+    prompt: str
+    harness: str = "scripted"
+    models: tuple[str, ...] = ()
+    server: TaggedServerBinding
+    tools: tuple[str, ...] = ()
+    script: tuple[ScriptStep, ...] | None = None
+    elicitation_plan: ElicitationPlan | None = None
+    permission_policy: PermissionPolicy = Field(default_factory=PermissionPolicy)
+    round_limit: int = Field(default=8, ge=1, le=1000)
+    # How long a managed round may wait for its response; None waits indefinitely.
+    round_timeout_seconds: float | None = Field(default=None, gt=0)
+
+
+class OperationSpec(_Spec):
+    """One MCP operation run directly, without an agent."""
+
+    kind: Literal["operation"] = "operation"
+    server: TaggedServerBinding
+    operation: ScriptStep
+    elicitation_plan: ElicitationPlan | None = None
+    round_limit: int = Field(default=8, ge=1, le=1000)
+
+
+ExecutionSpec = Annotated[AgentSpec | OperationSpec, Field(discriminator="kind")]

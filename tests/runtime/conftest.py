@@ -1,0 +1,79 @@
+"""Runtime fixtures: real test MCP servers over stdio, a real SQLite store, the kit."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TypeVar
+
+import pytest
+
+from m3grpc import ExecutionHandle, MCPTestKit, PendingElicitationRound, StdioServer
+from m3grpc.storage import SQLiteExecutionStore
+from m3grpc.types import ExecutionStatus
+
+MCP_SERVERS = Path(__file__).resolve().parents[1] / "mcp_servers"
+T = TypeVar("T")
+
+
+def mcp_server(name: str, variant: str = "legacy", *extra: str) -> StdioServer:
+    """A binding that launches tests/mcp_servers/<name>.py over stdio."""
+    return StdioServer(
+        name=name,
+        command=sys.executable,
+        args=(str(MCP_SERVERS / f"{name}.py"), "--variant", variant, *extra),
+    )
+
+
+@pytest.fixture
+def store_path(tmp_path: Path) -> Path:
+    return tmp_path / "executions.sqlite"
+
+
+@pytest.fixture
+def store(store_path: Path) -> Iterator[SQLiteExecutionStore]:
+    store = SQLiteExecutionStore(store_path)
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+@pytest.fixture
+def kit(store: SQLiteExecutionStore) -> Iterator[MCPTestKit]:
+    with MCPTestKit(store=store, env={}, poll_interval=0.2) as kit:
+        yield kit
+
+
+def eventually(probe: Callable[[], T | None], *, timeout: float = 60.0, what: str = "") -> T:
+    """Poll `probe` until it returns a value (bounded by `timeout`)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = probe()
+        if value is not None:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what or probe}")
+
+
+def wait_pending(handle: ExecutionHandle, timeout: float = 60.0) -> PendingElicitationRound:
+    def probe() -> PendingElicitationRound | None:
+        pending = handle.pending_elicitation()
+        if pending is None and handle.snapshot().lifecycle is ExecutionStatus.FINISHED:
+            raise AssertionError(f"finished before asking: {handle.result(timeout=1)}")
+        return pending
+
+    return eventually(probe, timeout=timeout, what="a pending round")
+
+
+def text_of(result: object) -> str:
+    """The first text content of a recorded MCP tool/prompt/resource result."""
+    assert isinstance(result, dict)
+    for block in result.get("content") or result.get("messages") or result.get("contents") or []:
+        if "text" in block:
+            return str(block["text"])
+        if isinstance(block.get("content"), dict) and "text" in block["content"]:
+            return str(block["content"]["text"])
+    raise AssertionError(f"no text in {result}")

@@ -1,0 +1,304 @@
+"""Managed elicitation end to end: real MCP servers, real SQLite, the seed's API."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from datetime import timedelta
+
+import pytest
+
+from m3grpc import (
+    AsyncMCPTestKit,
+    ElicitationResponse,
+    FormElicitationRequest,
+    ManagedInputStateError,
+    ManagedInputValidationError,
+    MCPTestKit,
+    UrlElicitationRequest,
+)
+from m3grpc.errors import OperationTimeout, ResultWaitTimeout
+from m3grpc.kit import AsyncExecutionHandle, ExecutionHandle
+from m3grpc.storage import SQLiteExecutionStore
+from m3grpc.types import (
+    ExecutionOutcome,
+    ExecutionStatus,
+    ManagedInputLease,
+    ManagedInputStatus,
+    PendingElicitationRound,
+)
+from tests.runtime.conftest import eventually, mcp_server, text_of, wait_pending
+
+ADDRESS = ElicitationResponse(action="accept", content={"street": "1 Main Street", "city": "Pune"})
+PROMPT = "Ask for the delivery address, then book the shipment."
+
+
+@pytest.mark.parametrize("variant", ["legacy", "mrtr"])
+def test_seed_program(kit: MCPTestKit, store: SQLiteExecutionStore, variant: str) -> None:
+    shipping_server = mcp_server("shipping", variant)
+    agent = kit.agents([{"harness": "scripted", "models": []}])[0]
+    handle = agent.submit(
+        PROMPT, server=shipping_server, tools=["shipping:book_shipment"], human_input="managed"
+    )
+    pending = wait_pending(handle)
+    assert handle.snapshot().lifecycle is ExecutionStatus.WAITING_FOR_INPUT
+    assert pending.execution_id == handle.execution_id
+    assert (pending.server, pending.operation_kind, pending.operation_name) == (
+        "shipping",
+        "tool",
+        "book_shipment",
+    )
+    assert list(pending.requests) == ["shipping_address"]
+    request = pending.requests["shipping_address"]
+    assert isinstance(request, FormElicitationRequest)
+    assert set(request.requested_schema["properties"]) == {"street", "city"}
+    if variant == "mrtr":
+        assert pending.request_state
+    handle.respond_elicitation(
+        pending.round_id,
+        {"shipping_address": ADDRESS},
+        idempotency_key=f"address-{pending.round_id}",
+    )
+    result = handle.result(timeout=120)
+    assert result.outcome is ExecutionOutcome.SUCCEEDED
+    assert text_of(result.operations[0].result) == "booked shipment to 1 Main Street, Pune"
+    record = store.managed_input_store.get_round(pending.round_id)
+    assert record.status is ManagedInputStatus.RESOLVED
+    assert record.delivery_attempts == 1
+    assert record.idempotency_key == f"address-{pending.round_id}"
+    assert handle.pending_elicitation() is None
+    assert handle.snapshot().lifecycle is ExecutionStatus.FINISHED
+
+
+@pytest.mark.parametrize("action", ["decline", "cancel"])
+def test_decline_and_cancel_actions(kit: MCPTestKit, action: str) -> None:
+    agent = kit.agents([{"harness": "scripted", "models": []}])[0]
+    handle = agent.submit(
+        PROMPT,
+        server=mcp_server("shipping"),
+        tools=["shipping:book_shipment"],
+        human_input="managed",
+    )
+    pending = wait_pending(handle)
+    handle.respond_elicitation(
+        pending.round_id,
+        {"shipping_address": ElicitationResponse(action=action)},  # type: ignore[arg-type]
+        idempotency_key="k",
+    )
+    result = handle.result(timeout=60)
+    words = {"decline": "declined", "cancel": "cancelled"}
+    assert text_of(result.operations[0].result) == f"shipment not booked: {words[action]}"
+
+
+def test_invalid_response_leaves_round_pending_then_valid_one_wins(kit: MCPTestKit) -> None:
+    agent = kit.agents([{"harness": "scripted", "models": []}])[0]
+    handle = agent.submit(
+        PROMPT,
+        server=mcp_server("shipping", "mrtr"),
+        tools=["shipping:book_shipment"],
+        human_input="managed",
+    )
+    pending = wait_pending(handle)
+    with pytest.raises(ManagedInputValidationError) as caught:
+        handle.respond_elicitation(
+            pending.round_id,
+            {"shipping_address": ElicitationResponse(action="accept", content={"street": "x"})},
+            idempotency_key="k",
+        )
+    assert any(v.field.endswith(".content") for v in caught.value.field_violations)
+    assert handle.pending_elicitation() == pending
+    with pytest.raises(ManagedInputValidationError):
+        handle.respond_elicitation(pending.round_id, {"wrong_key": ADDRESS}, idempotency_key="k")
+    with pytest.raises(ManagedInputValidationError):
+        handle.respond_elicitation("", {"shipping_address": ADDRESS}, idempotency_key="k")
+    with pytest.raises(ManagedInputValidationError):
+        handle.respond_elicitation(
+            pending.round_id, {"shipping_address": ADDRESS}, idempotency_key=""
+        )
+    handle.respond_elicitation(pending.round_id, {"shipping_address": ADDRESS}, idempotency_key="k")
+    # A retry after a lost acknowledgement reuses key and response: accepted as a replay.
+    handle.respond_elicitation(pending.round_id, {"shipping_address": ADDRESS}, idempotency_key="k")
+    assert handle.result(timeout=60).outcome is ExecutionOutcome.SUCCEEDED
+
+
+def test_two_rounds_in_one_operation(kit: MCPTestKit, store: SQLiteExecutionStore) -> None:
+    agent = kit.agents([{"harness": "scripted", "models": []}])[0]
+    handle = agent.submit(
+        "Book with confirmation",
+        server=mcp_server("shipping", "mrtr"),
+        tools=["shipping:book_confirmed_shipment"],
+        human_input="managed",
+    )
+    first = wait_pending(handle)
+    handle.respond_elicitation(first.round_id, {"shipping_address": ADDRESS}, idempotency_key="a")
+
+    def next_round() -> PendingElicitationRound | None:
+        pending = handle.pending_elicitation()
+        return pending if pending is not None and pending.round_id != first.round_id else None
+
+    second = eventually(next_round, what="the second round")
+    records = {
+        r.round_id: r
+        for r in store.managed_input_store.list_rounds(execution_id=handle.execution_id)
+    }
+    assert records[first.round_id].round_index == 0
+    assert records[first.round_id].status is ManagedInputStatus.RESOLVED
+    assert records[second.round_id].round_index == 1
+    assert second.logical_operation_id == first.logical_operation_id
+    (key,) = second.requests
+    request = second.requests[key]
+    assert isinstance(request, FormElicitationRequest)
+    content = {name: True for name in request.requested_schema.get("required", [])}
+    handle.respond_elicitation(
+        second.round_id,
+        {key: ElicitationResponse(action="accept", content=content)},
+        idempotency_key="b",
+    )
+    result = handle.result(timeout=60)
+    assert result.outcome is ExecutionOutcome.SUCCEEDED, result
+
+
+def test_url_mode_accept_records_consent(kit: MCPTestKit) -> None:
+    agent = kit.agents([{"harness": "scripted", "models": []}])[0]
+    handle = agent.submit(
+        "Pay",
+        server=mcp_server("payment"),
+        tools=["payment:authorize_payment"],
+        human_input="managed",
+    )
+    pending = wait_pending(handle)
+    ((key, request),) = pending.requests.items()
+    assert isinstance(request, UrlElicitationRequest)
+    assert request.url == "https://pay.example.test/authorize"
+    with pytest.raises(ManagedInputValidationError):
+        handle.respond_elicitation(
+            pending.round_id,
+            {key: ElicitationResponse(action="accept", content={"card": "4111"})},
+            idempotency_key="k",
+        )
+    handle.respond_elicitation(
+        pending.round_id, {key: ElicitationResponse(action="accept")}, idempotency_key="k"
+    )
+    result = handle.result(timeout=60)
+    assert text_of(result.operations[0].result) == "payment authorized: 10.0"
+
+
+def test_round_deadline_expiry_fails_round_and_operation(
+    kit: MCPTestKit, store: SQLiteExecutionStore
+) -> None:
+    agent = kit.agents([{"harness": "scripted", "models": []}])[0]
+    handle = agent.submit(
+        PROMPT,
+        server=mcp_server("shipping"),
+        tools=["shipping:book_shipment"],
+        human_input="managed",
+        round_timeout_seconds=1.0,
+    )
+    pending = wait_pending(handle)
+    assert pending.deadline is not None and pending.deadline > pending.created_at
+    result = handle.result(timeout=60)
+    assert result.outcome is ExecutionOutcome.FAILED
+    assert result.failure_code == OperationTimeout.reason.lower()
+    record = store.managed_input_store.get_round(pending.round_id)
+    assert record.status is ManagedInputStatus.FAILED
+    assert record.failure_code == "operation_timeout"
+    with pytest.raises(ManagedInputStateError):
+        handle.respond_elicitation(
+            pending.round_id, {"shipping_address": ADDRESS}, idempotency_key="late"
+        )
+
+
+def test_cancel_while_pending(kit: MCPTestKit, store: SQLiteExecutionStore) -> None:
+    agent = kit.agents([{"harness": "scripted", "models": []}])[0]
+    handle = agent.submit(
+        PROMPT,
+        server=mcp_server("shipping"),
+        tools=["shipping:book_shipment"],
+        human_input="managed",
+    )
+    pending = wait_pending(handle)
+    handle.cancel()
+    result = handle.result(timeout=60)
+    assert result.outcome is ExecutionOutcome.CANCELLED
+    record = store.managed_input_store.get_round(pending.round_id)
+    assert record.status is ManagedInputStatus.FAILED and record.failure_code == "cancelled"
+    with pytest.raises(ManagedInputStateError):
+        handle.respond_elicitation(
+            pending.round_id, {"shipping_address": ADDRESS}, idempotency_key="late"
+        )
+    handle.cancel()  # idempotent
+    assert handle.snapshot().outcome is ExecutionOutcome.CANCELLED
+
+
+def test_result_wait_timeout_is_typed(kit: MCPTestKit) -> None:
+    agent = kit.agents([{"harness": "scripted", "models": []}])[0]
+    handle = agent.submit(
+        PROMPT,
+        server=mcp_server("shipping"),
+        tools=["shipping:book_shipment"],
+        human_input="managed",
+    )
+    wait_pending(handle)
+    started = time.monotonic()
+    with pytest.raises(ResultWaitTimeout) as caught:
+        handle.result(timeout=0.3)
+    assert isinstance(caught.value, OperationTimeout)
+    assert time.monotonic() - started < 30  # it returned; the execution keeps waiting
+    assert handle.snapshot().lifecycle is ExecutionStatus.WAITING_FOR_INPUT
+    handle.cancel()
+
+
+def test_pending_elicitation_raises_when_storage_holds_two(
+    kit: MCPTestKit, store: SQLiteExecutionStore
+) -> None:
+    # Two pending rounds for one execution can only come from outside the
+    # runtime (the store's own API); the handle must refuse to pick one.
+    execution_id = store.create_execution(
+        {"kind": "noop"}, human_input="managed"
+    ).state.execution_id
+    lease = ManagedInputLease(
+        owner_id="w", lease_token="t", expires_at=store.now() + timedelta(minutes=5)
+    )
+    for index in range(2):
+        store.managed_input_store.create_round(
+            PendingElicitationRound(
+                round_id=f"rnd_{index}",
+                execution_id=execution_id,
+                logical_operation_id=f"op-{index}",
+                server="s",
+                operation_kind="tool",
+                operation_name="t",
+                created_at=store.now(),
+                requests={"k": FormElicitationRequest(message="m", requested_schema={})},
+            ),
+            lease=lease,
+        )
+    handle = ExecutionHandle(
+        kit._loop_thread(), AsyncExecutionHandle(kit._async_kit.runtime, execution_id)
+    )
+    with pytest.raises(ManagedInputStateError):
+        handle.pending_elicitation()
+
+
+async def test_async_kit_seed_flow(store: SQLiteExecutionStore) -> None:
+    async with AsyncMCPTestKit(store=store, env={}, poll_interval=0.2) as kit:
+        agent = kit.agents([{"harness": "scripted", "models": []}])[0]
+        handle = await agent.submit(
+            PROMPT,
+            server=mcp_server("shipping", "mrtr"),
+            tools=["shipping:book_shipment"],
+            human_input="managed",
+        )
+        pending = None
+        for _ in range(600):
+            pending = await handle.pending_elicitation()
+            if pending is not None:
+                break
+            await asyncio.sleep(0.05)
+        assert pending is not None
+        await handle.respond_elicitation(
+            pending.round_id, {"shipping_address": ADDRESS}, idempotency_key="k"
+        )
+        result = await handle.result(timeout=60)
+        assert result.outcome is ExecutionOutcome.SUCCEEDED
+        assert (await handle.snapshot()).lifecycle is ExecutionStatus.FINISHED
