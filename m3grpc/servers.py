@@ -18,9 +18,9 @@ pydantic field typed `TaggedServerBinding`.
 
 from __future__ import annotations
 
-import os
-from collections.abc import Mapping
-from typing import Annotated, Any, Literal
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator
@@ -49,14 +49,16 @@ class StdioServer(_Binding):
 
     kind: Literal["stdio"] = "stdio"
     command: str = Field(min_length=1)
-    args: tuple[str, ...] = ()
+    args: Sequence[str] = ()
     env: Mapping[str, str] = Field(default_factory=dict)
-    cwd: str | None = None
+    cwd: Path | None = None
 
-    @field_validator("cwd", mode="before")
+    @field_validator("args")
     @classmethod
-    def _path_to_str(cls, value: Any) -> Any:
-        return os.fspath(value) if isinstance(value, os.PathLike) else value
+    def _args_tuple(cls, value: Sequence[str]) -> tuple[str, ...]:
+        # Stored as a tuple whatever sequence came in, so equal bindings compare
+        # equal (also after a JSON round trip) and a binding cannot be mutated.
+        return tuple(value)
 
 
 class HttpServer(_Binding):

@@ -37,6 +37,9 @@ ROUND_LIMIT_EXCEEDED = "round_limit_exceeded"
 INVALID_INPUT_RESPONSE = "invalid_input_response"
 UNSUPPORTED_INPUT_REQUEST = "unsupported_input_request"
 MCP_ERROR = "mcp_error"
+# The server refused an MRTR retry's request_state: the MCP Python SDK seals it
+# with a 10-minute TTL by default, so a round answered later than that fails so.
+REQUEST_STATE_REJECTED = "request_state_rejected"
 INVALID_SERVER_RESULT = "invalid_server_result"
 SERVER_UNAVAILABLE = "server_unavailable"
 CONNECTION_CLOSED = "connection_closed"
@@ -97,6 +100,7 @@ class InputResolver(Protocol):
 class HarnessTask:
     """One execution's work for a harness.
 
+    `prompt` is the agent's instruction; the scripted harness ignores it.
     `tools` is the tool selection as "server:tool" entries. A harness may call
     only selected tools of `server`; an empty selection allows no tool at all
     (the runtime always passes the execution's selection). Prompts and

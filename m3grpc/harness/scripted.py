@@ -16,7 +16,14 @@ operations in order. Whenever the server asks for input, it hands an
 Nothing cuts a resolver's wait short: the SDK sets no request timeout unless
 asked (we never ask), stdio has none, and for HTTP we build the httpx client
 without a read timeout (the SDK's default 300 s read timeout would cut a held
-legacy elicitation stream).
+legacy elicitation stream). A 2026-07-28 server may still expire the
+`request_state` it handed out (the MCP Python SDK seals it with a 10-minute TTL
+by default); a late retry then fails with `request_state_rejected`.
+
+Each round counts toward `task.round_limit`; a request for one more round fails
+the operation with `round_limit_exceeded` without calling the resolver (a held
+legacy call is cancelled). Unselected tools fail with `tool_not_selected`
+before any server contact (the server starts only when an operation needs it).
 
 Failures, per operation (see the codes in `m3grpc.harness.base`): the
 operation's `OperationResult` records them and the script goes on, except:
@@ -46,6 +53,7 @@ from typing import Any
 import anyio
 import httpx2
 from mcp import Client, MCPError, StdioServerParameters
+from mcp.client import Transport
 from mcp.client.session import ClientRequestContext
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import (
@@ -76,6 +84,7 @@ from m3grpc.harness.base import (
     INVALID_INPUT_RESPONSE,
     INVALID_SERVER_RESULT,
     MCP_ERROR,
+    REQUEST_STATE_REJECTED,
     ROUND_LIMIT_EXCEEDED,
     SERVER_UNAVAILABLE,
     TOOL_ERROR,
@@ -261,7 +270,7 @@ class _Run:
 
     async def _connect(self, stack: AsyncExitStack) -> Client:
         server = self._task.server
-        target: StdioServerParameters | Any
+        target: StdioServerParameters | Transport
         if isinstance(server, StdioServer):
             target = StdioServerParameters(
                 command=server.command, args=list(server.args), env=dict(server.env), cwd=server.cwd
@@ -474,6 +483,9 @@ class _Run:
         if isinstance(exc, MCPError):
             if exc.code == MCP_CONNECTION_CLOSED:
                 return _failed(ref, CONNECTION_CLOSED, exc.message, stop=True)
+            data = exc.error.data
+            if isinstance(data, Mapping) and data.get("reason") == "invalid_request_state":
+                return _failed(ref, REQUEST_STATE_REJECTED, exc.message)
             return _failed(ref, MCP_ERROR, f"MCP error {exc.code}: {exc.message}")
         return _failed(ref, INVALID_SERVER_RESULT, str(exc))
 

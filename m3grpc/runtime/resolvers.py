@@ -47,6 +47,10 @@ class PlanInputResolver:
     async def settle_all(self) -> None:
         return None
 
+    @property
+    def held_round_ids(self) -> list[str]:
+        return []
+
     async def fail_open_round(self, failure_code: str, failure_message: str) -> None:
         return None
 
@@ -79,8 +83,9 @@ class ManagedInputResolver:
 
     async def __call__(self, round: InputRound) -> Mapping[str, ElicitationResponse]:
         operation = round.operation
-        # The operation asked again: the previous round's answer reached the server.
-        await self._settle(operation.logical_operation_id)
+        # A new round means every answer handed out before has reached the server:
+        # the operation asked again, or (operations run in sequence) it finished.
+        await self.settle_all()
         now = self._store.now()
         pending = PendingElicitationRound(
             round_id=f"rnd_{uuid.uuid4().hex}",
@@ -111,8 +116,16 @@ class ManagedInputResolver:
     async def operation_finished(self, operation: OperationRef, result: OperationResult) -> None:
         await self._settle(operation.logical_operation_id)
 
+    @property
+    def held_round_ids(self) -> list[str]:
+        """Non-terminal rounds this execution's lease must keep alive."""
+        held = list(self._delivering.values())
+        if self.open_round_id is not None and self.open_round_id not in held:
+            held.append(self.open_round_id)
+        return held
+
     async def settle_all(self) -> None:
-        """The harness finished: every answer it was handed has reached the server."""
+        """Every answer handed to the harness so far has reached the server."""
         for logical_operation_id in list(self._delivering):
             await self._settle(logical_operation_id)
 

@@ -25,10 +25,18 @@ def parse_spec(spec: object) -> AgentSpec | OperationSpec:
         raise ModelValidationError(
             "invalid execution spec",
             field_violations=[
-                FieldViolation(".".join(str(p) for p in error["loc"]) or "spec", error["msg"])
-                for error in exc.errors()
+                FieldViolation(_field_path(error["loc"]), error["msg"]) for error in exc.errors()
             ],
         ) from None
+
+
+def _field_path(loc: tuple[int | str, ...]) -> str:
+    # pydantic puts the union's tag ("agent"/"operation") first; callers never wrote it.
+    parts = list(loc[1:] if loc and loc[0] in ("agent", "operation") else loc)
+    path = ""
+    for part in parts:
+        path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
+    return path or "spec"
 
 
 def validate_submission(

@@ -242,8 +242,7 @@ class WorkerPool:
                     self._store.renew_execution, execution_id, lease.lease, lease_duration=duration
                 )
                 lease.lease = renewed
-                round_id = getattr(resolver, "open_round_id", None)
-                if round_id is not None:
+                for round_id in resolver.held_round_ids:
                     with contextlib.suppress(M3Error):
                         await asyncio.to_thread(
                             self._store.managed_input_store.renew,

@@ -15,7 +15,7 @@ import sys
 import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import httpx2
 import mcp_types as t
@@ -170,10 +170,10 @@ async def test_legacy_accept_books_shipment() -> None:
 
 
 async def test_legacy_decline_and_cancel_reach_the_server() -> None:
-    actions = iter(["decline", "cancel"])
+    responses = iter([ElicitationResponse(action="decline"), ElicitationResponse(action="cancel")])
 
     async def refuse(round: InputRound) -> Mapping[str, ElicitationResponse]:
-        return {"shipping_address": ElicitationResponse(action=next(actions))}  # type: ignore[arg-type]
+        return {"shipping_address": next(responses)}
 
     task = make_task(stdio("shipping", "legacy"), [tool("book_shipment"), tool("book_shipment")])
 
@@ -252,8 +252,8 @@ async def test_round_limit_fails_the_operation_and_the_script_goes_on(variant: s
 )
 async def test_url_mode_records_consent_only(variant: str, key: str) -> None:
     async def consent(round: InputRound) -> Mapping[str, ElicitationResponse]:
-        action = "accept" if round.operation.logical_operation_id == "op-0" else "decline"
-        return {key: ElicitationResponse(action=action)}
+        first = round.operation.logical_operation_id == "op-0"
+        return {key: ElicitationResponse(action="accept" if first else "decline")}
 
     resolver = Recorder(consent)
     script = [tool("authorize_payment"), tool("authorize_payment", amount=5)]
@@ -356,37 +356,33 @@ async def test_without_script_arguments_come_from_schema_defaults() -> None:
 # --- resolver failures, cancellation, cleanup -------------------------------------------
 
 
-@pytest.mark.parametrize("variant", VARIANTS)
-async def test_resolver_timeout_fails_operation_stops_script_and_server(
-    variant: str, tmp_path: Path
+@pytest.mark.parametrize(
+    ("variant", "error", "code"),
+    [
+        ("legacy", OperationTimeout("round deadline passed"), "operation_timeout"),
+        ("mrtr", OperationTimeout("round deadline passed"), "operation_timeout"),
+        ("mrtr", ManagedInputStateError("round is failed"), "managed_input_state_invalid"),
+    ],
+)
+async def test_resolver_m3_error_fails_operation_stops_script_and_server(
+    variant: str, error: Exception, code: str, tmp_path: Path
 ) -> None:
     pid_file = tmp_path / "pid"
 
-    async def time_out(round: InputRound) -> Mapping[str, ElicitationResponse]:
-        raise OperationTimeout("round deadline passed")
+    async def fail(round: InputRound) -> Mapping[str, ElicitationResponse]:
+        raise error
 
     task = make_task(
         stdio("shipping", variant, pid_file=pid_file), [tool("book_shipment"), tool("quote")]
     )
 
-    results = await ScriptedHarness().run(task, Recorder(time_out))
+    results = await ScriptedHarness().run(task, Recorder(fail))
 
     [result] = results  # quote never ran
     assert not result.ok
-    assert result.failure_code == "operation_timeout"
-    assert result.failure_message == "round deadline passed"
+    assert result.failure_code == code
+    assert result.failure_message == str(error)
     assert not alive(pid_from(pid_file))
-
-
-async def test_managed_input_state_error_is_recorded_by_reason() -> None:
-    async def broken(round: InputRound) -> Mapping[str, ElicitationResponse]:
-        raise ManagedInputStateError("two pending rounds")
-
-    task = make_task(stdio("shipping", "mrtr"), [tool("book_shipment")])
-
-    [result] = await ScriptedHarness().run(task, Recorder(broken))
-
-    assert result.failure_code == "managed_input_state_invalid"
 
 
 async def test_resolver_bug_propagates_and_server_exits(tmp_path: Path) -> None:
@@ -444,6 +440,20 @@ async def test_cancelling_the_run_cancels_the_resolver_and_stops_the_server(
 
     assert resolver_cancelled.is_set()
     assert not alive(pid)
+
+
+async def test_mrtr_answer_after_request_state_expiry_is_reported() -> None:
+    async def late(round: InputRound) -> Mapping[str, ElicitationResponse]:
+        await asyncio.sleep(1.2)
+        return {"shipping_address": ElicitationResponse(action="accept", content=ADDRESS)}
+
+    server = stdio("shipping", "mrtr")
+    server = server.model_copy(update={"args": (*server.args, "--state-ttl", "1")})
+    task = make_task(server, [tool("book_shipment")])
+
+    [result] = await ScriptedHarness().run(task, Recorder(late))
+
+    assert not result.ok and result.failure_code == "request_state_rejected"
 
 
 async def test_unstartable_server_is_reported() -> None:
@@ -541,7 +551,9 @@ def form(title: str | None = None, meta: dict[str, Any] | None = None) -> t.Elic
     schema: dict[str, Any] = {"type": "object", "properties": {"x": {"type": "string"}}}
     if title is not None:
         schema["title"] = title
-    return t.ElicitRequestFormParams(message="m", requested_schema=schema, _meta=meta)
+    return t.ElicitRequestFormParams(
+        message="m", requested_schema=schema, _meta=cast(t.RequestParamsMeta | None, meta)
+    )
 
 
 def test_snake_case() -> None:

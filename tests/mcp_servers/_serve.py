@@ -9,6 +9,7 @@
 - `--variant mrtr` asks through 2026-07-28 `InputRequiredResult`s (SDK
   resolvers or hand-built results); it serves both protocol generations.
 - `--pid-file` records the server's process id, so tests can check it exited.
+- `--state-ttl S` makes MRTR `request_state` expire after S seconds (SDK default 600).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any, Literal
 
 import anyio
 from mcp.server.mcpserver import MCPServer
+from mcp.server.request_state import RequestStateSecurity
 from mcp.server.runner import serve_loop
 from mcp.server.stdio import stdio_server
 
@@ -41,16 +43,20 @@ async def _serve_handshake_only(server: MCPServer[Any]) -> None:
         )
 
 
-def main(build: Callable[[Variant], MCPServer[Any]]) -> None:
+def main(build: Callable[[Variant, RequestStateSecurity | None], MCPServer[Any]]) -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--variant", choices=["legacy", "mrtr"], default="legacy")
     parser.add_argument("--http", action="store_true", help="serve Streamable HTTP at /mcp")
     parser.add_argument("--port", type=int, default=8000)
     parser.add_argument("--pid-file", type=Path)
+    parser.add_argument("--state-ttl", type=float)
     args = parser.parse_args()
     if args.pid_file is not None:
         args.pid_file.write_text(str(os.getpid()))
-    server = build(args.variant)
+    security = None
+    if args.state_ttl is not None:
+        security = RequestStateSecurity.ephemeral(ttl=args.state_ttl)
+    server = build(args.variant, security)
     if args.http:
         server.run("streamable-http", host="127.0.0.1", port=args.port)
     elif args.variant == "legacy":

@@ -17,13 +17,16 @@ from typing import Any
 import mcp_types as t
 from _serve import Variant, main
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.request_state import RequestStateSecurity
 
 URL = "https://pay.example.test/authorize"
 MESSAGE = "Authorize the payment in your browser"
 
 
-def build(variant: Variant) -> MCPServer[Any]:
-    server: MCPServer[Any] = MCPServer("payment", log_level="WARNING")
+def build(variant: Variant, security: RequestStateSecurity | None) -> MCPServer[Any]:
+    server: MCPServer[Any] = MCPServer(
+        "payment", log_level="WARNING", request_state_security=security
+    )
 
     if variant == "legacy":
 
@@ -36,8 +39,8 @@ def build(variant: Variant) -> MCPServer[Any]:
 
     else:
 
-        @server.tool()
-        async def authorize_payment(
+        @server.tool(name="authorize_payment")
+        async def authorize_payment_mrtr(
             ctx: Context, amount: float = 10.0
         ) -> str | t.InputRequiredResult:
             answer = (ctx.input_responses or {}).get("payment_authorization")

@@ -31,6 +31,7 @@ from mcp.server.elicitation import (
 )
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.resolve import Elicit, Resolve
+from mcp.server.request_state import RequestStateSecurity
 from pydantic import BaseModel
 
 OUTCOME_WORDS = {"decline": "declined", "cancel": "cancelled"}
@@ -74,8 +75,7 @@ def answered_address(ctx: Context) -> str | None:
     return f"{address.street}, {address.city}"
 
 
-def build_legacy() -> MCPServer[Any]:
-    server: MCPServer[Any] = MCPServer("shipping", log_level="WARNING")
+def add_legacy(server: MCPServer[Any]) -> None:
 
     @server.tool()
     async def book_shipment(ctx: Context) -> str:
@@ -114,8 +114,6 @@ def build_legacy() -> MCPServer[Any]:
             return f"{shipment_id}: {result.data.street}, {result.data.city}"
         return f"{shipment_id}: no address"
 
-    return server
-
 
 def shipping_address() -> Elicit[ShippingAddress]:
     return Elicit("Where should the shipment go?", ShippingAddress)
@@ -127,8 +125,7 @@ def confirmation(
     return Elicit(f"Ship to {address.city}?", Confirmation)
 
 
-def build_mrtr() -> MCPServer[Any]:
-    server: MCPServer[Any] = MCPServer("shipping", log_level="WARNING")
+def add_mrtr(server: MCPServer[Any]) -> None:
 
     @server.tool()
     async def book_shipment(
@@ -169,11 +166,15 @@ def build_mrtr() -> MCPServer[Any]:
             return t.InputRequiredResult(input_requests=address_request(), request_state="address")
         return f"{shipment_id}: {address}"
 
-    return server
 
-
-def build_common(variant: Variant) -> MCPServer[Any]:
-    server = build_legacy() if variant == "legacy" else build_mrtr()
+def build(variant: Variant, security: RequestStateSecurity | None) -> MCPServer[Any]:
+    server: MCPServer[Any] = MCPServer(
+        "shipping", log_level="WARNING", request_state_security=security
+    )
+    if variant == "legacy":
+        add_legacy(server)
+    else:
+        add_mrtr(server)
 
     @server.tool()
     async def quote(weight_kg: float = 2.5) -> str:
@@ -183,4 +184,4 @@ def build_common(variant: Variant) -> MCPServer[Any]:
 
 
 if __name__ == "__main__":
-    main(build_common)
+    main(build)

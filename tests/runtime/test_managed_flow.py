@@ -302,3 +302,52 @@ async def test_async_kit_seed_flow(store: SQLiteExecutionStore) -> None:
         result = await handle.result(timeout=60)
         assert result.outcome is ExecutionOutcome.SUCCEEDED
         assert (await handle.snapshot()).lifecycle is ExecutionStatus.FINISHED
+
+
+@pytest.mark.parametrize("variant", ["legacy", "mrtr"])
+def test_prompt_and_resource_rounds(
+    kit: MCPTestKit, store: SQLiteExecutionStore, variant: str
+) -> None:
+    agent = kit.agents([{"harness": "scripted", "models": []}])[0]
+    handle = agent.submit(
+        "Render the label and read the address",
+        server=mcp_server("shipping", variant),
+        script=[
+            {"kind": "prompt", "name": "shipping_label"},
+            {"kind": "resource", "name": "shipment://S-1/address"},
+        ],
+        human_input="managed",
+    )
+    kinds = []
+    for _ in range(2):
+        seen = {
+            r.round_id
+            for r in store.managed_input_store.list_rounds(
+                execution_id=handle.execution_id, statuses=[ManagedInputStatus.RESOLVED]
+            )
+        }
+
+        def fresh(seen: set[str] = seen) -> PendingElicitationRound | None:
+            pending = handle.pending_elicitation()
+            return pending if pending is not None and pending.round_id not in seen else None
+
+        pending = eventually(fresh, what="a prompt/resource round")
+        kinds.append((pending.operation_kind, pending.operation_name))
+        (key,) = pending.requests
+        handle.respond_elicitation(
+            pending.round_id, {key: ADDRESS}, idempotency_key=pending.round_id
+        )
+        eventually(
+            lambda p=pending: (
+                True
+                if store.managed_input_store.get_round(p.round_id).status
+                is ManagedInputStatus.RESOLVED
+                else None
+            ),
+            what="resolution",
+        )
+    assert kinds == [("prompt", "shipping_label"), ("resource", "shipment://S-1/address")]
+    result = handle.result(timeout=60)
+    assert result.outcome is ExecutionOutcome.SUCCEEDED, result
+    assert "1 Main Street" in text_of(result.operations[0].result)
+    assert "1 Main Street" in text_of(result.operations[1].result)

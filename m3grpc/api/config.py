@@ -1,0 +1,111 @@
+"""The `m3grpc serve` configuration file (TOML).
+
+    database = "m3.sqlite"            # SQLite path or SQLAlchemy URL (postgresql+psycopg://...)
+    listen = "127.0.0.1:50051"
+    shutdown_grace_seconds = 10.0     # in-flight RPCs and executions get this long on SIGTERM
+    watch_poll_interval_seconds = 0.15
+    keepalive_seconds = 30.0          # HTTP/2 pings keep idle WatchPending streams alive
+
+    [workers]
+    pool_size = 4                     # executions run at once in this process
+    poll_interval_seconds = 0.5
+    lease_seconds = 30.0
+    queue_capacity = 256              # omit for no limit
+
+    [servers.shipping]                # stdio: command/args/env/cwd
+    command = "python"
+    args = ["tests/mcp_servers/shipping.py"]
+    env = { LOG_LEVEL = "warning" }
+    cwd = "."
+
+    [servers.remote]                  # Streamable HTTP: url/headers
+    url = "http://127.0.0.1:8000/mcp"
+    headers = { Authorization = "Bearer ..." }
+
+Every key is optional. Relative paths (database, cwd) are relative to the
+service's working directory. A binding may also set `protocol` ("auto",
+"legacy" or "2026-07-28"). Clients only ever name a binding.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from m3grpc.runtime import WorkerSettings
+from m3grpc.servers import HttpServer, ServerBinding, StdioServer
+
+DEFAULT_DATABASE = "m3.sqlite"
+DEFAULT_LISTEN = "127.0.0.1:50051"
+
+
+class ConfigError(ValueError):
+    """The configuration file is missing, unreadable or invalid."""
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Workers(_Section):
+    pool_size: int = Field(default=4, ge=0)
+    poll_interval_seconds: float = Field(default=0.5, gt=0)
+    lease_seconds: float = Field(default=30.0, gt=0)
+    queue_capacity: int | None = Field(default=None, ge=0)
+
+    def settings(self) -> WorkerSettings:
+        return WorkerSettings(
+            concurrency=self.pool_size,
+            lease_duration=timedelta(seconds=self.lease_seconds),
+            poll_interval=self.poll_interval_seconds,
+        )
+
+
+class ServiceConfig(_Section):
+    database: str = DEFAULT_DATABASE
+    listen: str = DEFAULT_LISTEN
+    shutdown_grace_seconds: float = Field(default=10.0, ge=0)
+    watch_poll_interval_seconds: float = Field(default=0.15, gt=0)
+    keepalive_seconds: float = Field(default=30.0, gt=0)
+    workers: Workers = Field(default_factory=Workers)
+    servers: Mapping[str, ServerBinding] = Field(default_factory=dict)
+
+    @field_validator("servers", mode="before")
+    @classmethod
+    def _bindings(cls, value: Any) -> Any:
+        if not isinstance(value, Mapping):
+            return value
+        return {name: _binding(name, table) for name, table in value.items()}
+
+
+def _binding(name: str, table: Any) -> ServerBinding:
+    if isinstance(table, StdioServer | HttpServer):
+        return table
+    if not isinstance(table, Mapping):
+        raise ValueError(f"[servers.{name}] must be a table")
+    fields = {"name": name, **table}
+    if "url" in fields:
+        return HttpServer.model_validate(fields)
+    if "command" in fields:
+        return StdioServer.model_validate(fields)
+    raise ValueError(f"[servers.{name}] needs `command` (stdio) or `url` (HTTP)")
+
+
+def load_config(path: str | os.PathLike[str] | None) -> ServiceConfig:
+    """The configuration in `path`, or the defaults when `path` is None."""
+    if path is None:
+        return ServiceConfig()
+    try:
+        document = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"cannot read {os.fspath(path)}: {exc}") from exc
+    try:
+        return ServiceConfig.model_validate(document)
+    except ValidationError as exc:
+        raise ConfigError(f"invalid configuration {os.fspath(path)}:\n{exc}") from exc

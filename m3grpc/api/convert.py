@@ -1,0 +1,128 @@
+"""Value conversions between protobuf and the domain model: Struct, Timestamp,
+Duration and the enums. Shared by the servicers and the remote client.
+"""
+
+from __future__ import annotations
+
+import typing
+from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
+from typing import Any, cast
+
+from google.protobuf import duration_pb2, json_format, struct_pb2, timestamp_pb2
+
+from m3grpc.api.gen.m3.v1 import elicitation_pb2, execution_pb2
+from m3grpc.types import (
+    ElicitationAction,
+    ExecutionOutcome,
+    ExecutionStatus,
+    HumanInput,
+    ManagedInputStatus,
+    OperationKind,
+)
+
+# Struct numbers are doubles; integral values up to 2**53 are exact, so they go
+# back to int (an MCP server's `int` field would reject 2.0 in strict mode).
+_EXACT_INT = 2**53
+
+
+def struct_to_dict(message: struct_pb2.Struct) -> dict[str, Any]:
+    return cast(dict[str, Any], _ints(json_format.MessageToDict(message)))
+
+
+def dict_to_struct(value: Mapping[str, Any]) -> struct_pb2.Struct:
+    message = struct_pb2.Struct()
+    message.update(dict(value))
+    return message
+
+
+def optional_struct(holder: Any, field: str) -> dict[str, Any] | None:
+    """The Struct field as a dict, or None when it is unset."""
+    return struct_to_dict(getattr(holder, field)) if holder.HasField(field) else None
+
+
+def _ints(value: Any) -> Any:
+    if isinstance(value, float) and value.is_integer() and abs(value) <= _EXACT_INT:
+        return int(value)
+    if isinstance(value, dict):
+        return {key: _ints(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_ints(item) for item in value]
+    return value
+
+
+def timestamp(value: datetime) -> timestamp_pb2.Timestamp:
+    message = timestamp_pb2.Timestamp()
+    message.FromDatetime(value.astimezone(UTC))
+    return message
+
+
+def from_timestamp(message: timestamp_pb2.Timestamp) -> datetime:
+    value: datetime = message.ToDatetime(tzinfo=UTC)
+    return value
+
+
+def optional_timestamp(holder: Any, field: str) -> datetime | None:
+    return from_timestamp(getattr(holder, field)) if holder.HasField(field) else None
+
+
+def duration(seconds: float) -> duration_pb2.Duration:
+    message = duration_pb2.Duration()
+    message.FromTimedelta(timedelta(seconds=seconds))
+    return message
+
+
+def from_duration(message: duration_pb2.Duration) -> float:
+    return float(message.ToTimedelta().total_seconds())
+
+
+def duration_json(seconds: float) -> str:
+    """The google.protobuf.Duration JSON form, e.g. `30s` or `0.250s`."""
+    return str(duration(seconds).ToJsonString())
+
+
+# -- enums: the wire name is PREFIX + the model value upper-cased -------------------
+
+
+class EnumMap:
+    """A two-way map between a proto enum (minus UNSPECIFIED) and model values."""
+
+    def __init__(self, enum: Any, prefix: str, values: tuple[str, ...]) -> None:
+        self._to_wire = {value: int(enum.Value(prefix + value.upper())) for value in values}
+        self._from_wire = {number: value for value, number in self._to_wire.items()}
+
+    def wire(self, value: str) -> Any:  # Any: the generated stubs type enum fields per enum
+        return self._to_wire[str(value)]
+
+    def model(self, number: int) -> str | None:
+        """The model value, or None for UNSPECIFIED and numbers this build does not know."""
+        return self._from_wire.get(number)
+
+
+HUMAN_INPUT = EnumMap(execution_pb2.HumanInput, "HUMAN_INPUT_", typing.get_args(HumanInput))
+OPERATION_KIND = EnumMap(
+    execution_pb2.OperationKind, "OPERATION_KIND_", typing.get_args(OperationKind)
+)
+ACTION = EnumMap(
+    elicitation_pb2.ElicitationAction, "ELICITATION_ACTION_", typing.get_args(ElicitationAction)
+)
+LIFECYCLE = EnumMap(
+    execution_pb2.ExecutionLifecycle,
+    "EXECUTION_LIFECYCLE_",
+    tuple(member.value for member in ExecutionStatus),
+)
+OUTCOME = EnumMap(
+    execution_pb2.ExecutionOutcome,
+    "EXECUTION_OUTCOME_",
+    tuple(member.value for member in ExecutionOutcome),
+)
+ROUND_STATUS = EnumMap(
+    elicitation_pb2.RoundStatus,
+    "ROUND_STATUS_",
+    tuple(member.value for member in ManagedInputStatus),
+)
+PERMISSION_POLICY = EnumMap(execution_pb2.PermissionPolicy, "PERMISSION_POLICY_", ("deny", "allow"))
+
+
+def operation_kind(number: int) -> OperationKind | None:
+    return cast(OperationKind | None, OPERATION_KIND.model(number))

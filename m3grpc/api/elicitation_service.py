@@ -1,0 +1,92 @@
+"""m3.v1.ElicitationService on the Runtime facade."""
+
+from __future__ import annotations
+
+from m3grpc.api import convert, guard, messages, tokens
+from m3grpc.api.gen.m3.v1 import elicitation_service_pb2 as pb
+from m3grpc.api.gen.m3.v1 import elicitation_service_pb2_grpc
+from m3grpc.api.guard import Context
+from m3grpc.errors import FieldViolation, ManagedInputValidationError
+from m3grpc.runtime import Runtime
+from m3grpc.types import ManagedInputStatus
+
+DEFAULT_PAGE_SIZE = 50
+MAX_PAGE_SIZE = 1000
+
+
+class ElicitationService(elicitation_service_pb2_grpc.ElicitationServiceServicer):
+    def __init__(self, runtime: Runtime) -> None:
+        self._runtime = runtime
+
+    @guard.unary
+    async def GetPending(
+        self, request: pb.GetPendingRequest, context: Context
+    ) -> pb.GetPendingResponse:
+        if not request.execution_id:
+            raise _invalid("execution_id", "must be a non-empty string")
+        record = await self._runtime.pending_round(request.execution_id)
+        if record is None:
+            return pb.GetPendingResponse()
+        return pb.GetPendingResponse(round=messages.pending_round_message(record))
+
+    @guard.unary
+    async def Respond(self, request: pb.RespondRequest, context: Context) -> pb.RespondResponse:
+        try:
+            submission = await self._runtime.respond(
+                request.round_id,
+                messages.responses_model(request.responses),
+                idempotency_key=request.idempotency_key,
+            )
+        except ManagedInputValidationError as error:
+            if request.round_id and "round_id" not in error.metadata:
+                error.metadata["round_id"] = request.round_id  # documented metadata
+            raise
+        record = submission.record
+        return pb.RespondResponse(
+            round_id=record.round_id,
+            status=convert.ROUND_STATUS.wire(record.status),
+            replayed=submission.replayed,
+        )
+
+    @guard.unary
+    async def GetRound(self, request: pb.GetRoundRequest, context: Context) -> pb.GetRoundResponse:
+        record = await self._runtime.get_round(request.round_id)
+        return pb.GetRoundResponse(round=messages.elicitation_round_message(record))
+
+    @guard.unary
+    async def ListRounds(
+        self, request: pb.ListRoundsRequest, context: Context
+    ) -> pb.ListRoundsResponse:
+        if request.page_size < 0:
+            raise _invalid("page_size", "must not be negative")
+        size = min(request.page_size or DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE)
+        statuses: list[ManagedInputStatus] = []
+        for index, number in enumerate(request.statuses):
+            value = convert.ROUND_STATUS.model(number)
+            if value is None:
+                raise _invalid(f"statuses[{index}]", "must be a known status")
+            statuses.append(ManagedInputStatus(value))
+        filters = tokens.filter_digest(request.execution_id, [s.value for s in statuses])
+        after = tokens.read_page_token(request.page_token, filters) if request.page_token else None
+        records = await self._runtime.list_rounds(
+            execution_id=request.execution_id or None,
+            statuses=statuses or None,
+            after=after,
+            limit=size + 1,  # one more tells whether another page exists
+        )
+        page = records[:size]
+        response = pb.ListRoundsResponse(
+            rounds=[messages.elicitation_round_message(record) for record in page]
+        )
+        if len(records) > size:
+            last = page[-1]
+            response.next_page_token = tokens.page_token(
+                (last.pending.created_at, last.round_id), filters
+            )
+        return response
+
+
+def _invalid(field: str, why: str) -> ManagedInputValidationError:
+    return ManagedInputValidationError(
+        f"invalid {field}", field_violations=[FieldViolation(field, why)]
+    )

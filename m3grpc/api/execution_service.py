@@ -1,0 +1,98 @@
+"""m3.v1.ExecutionService on the Runtime facade."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+
+from grpc_status import rpc_status
+
+from m3grpc.api import convert, guard, messages, spec_codec
+from m3grpc.api.gen.m3.v1 import execution_service_pb2 as pb
+from m3grpc.api.gen.m3.v1 import execution_service_pb2_grpc
+from m3grpc.api.guard import Context
+from m3grpc.api.status import shutting_down_status
+from m3grpc.api.watch import PendingWatch, ServiceShuttingDown
+from m3grpc.errors import FieldViolation, ModelValidationError, ResultWaitTimeout
+from m3grpc.runtime import Runtime
+from m3grpc.servers import ServerBinding
+
+# Stop a Result wait a little before the call's own deadline, so the typed
+# RESULT_WAIT_TIMEOUT reaches the client rather than a bare DEADLINE_EXCEEDED.
+_DEADLINE_MARGIN = 0.05
+
+
+class ExecutionService(execution_service_pb2_grpc.ExecutionServiceServicer):
+    def __init__(
+        self, runtime: Runtime, bindings: Mapping[str, ServerBinding], watch: PendingWatch
+    ) -> None:
+        self._runtime = runtime
+        self._bindings = dict(bindings)
+        self._watch = watch
+
+    @guard.unary
+    async def Submit(self, request: pb.SubmitRequest, context: Context) -> pb.SubmitResponse:
+        document, human_input = spec_codec.submission(request, self._bindings)
+        try:
+            created = await self._runtime.submit(
+                document, human_input, request_id=request.request_id or None
+            )
+        except ModelValidationError as error:
+            raise spec_codec.qualified(error, document["kind"]) from None
+        state = created.state
+        return pb.SubmitResponse(
+            execution_id=state.execution_id, state=messages.state_message(state)
+        )
+
+    @guard.unary
+    async def Snapshot(self, request: pb.SnapshotRequest, context: Context) -> pb.SnapshotResponse:
+        state = await self._runtime.snapshot(_execution_id(request.execution_id))
+        return pb.SnapshotResponse(state=messages.state_message(state))
+
+    @guard.unary
+    async def Result(self, request: pb.ResultRequest, context: Context) -> pb.ResultResponse:
+        execution_id = _execution_id(request.execution_id)
+        requested = None
+        if request.HasField("timeout"):
+            requested = convert.from_duration(request.timeout)
+            if requested < 0:
+                raise ModelValidationError(
+                    "invalid Result request",
+                    field_violations=[FieldViolation("timeout", "must not be negative")],
+                )
+        wait = requested
+        remaining = context.time_remaining()
+        if remaining is not None and (wait is None or remaining - _DEADLINE_MARGIN < wait):
+            wait = max(remaining - _DEADLINE_MARGIN, 0.0)
+        try:
+            result = await self._runtime.result(execution_id, timeout=wait)
+        except ResultWaitTimeout as error:
+            waited = requested if requested is not None else wait or 0.0
+            raise ResultWaitTimeout(
+                error.message,
+                metadata={"execution_id": execution_id, "timeout": convert.duration_json(waited)},
+            ) from None
+        return pb.ResultResponse(result=messages.result_message(result))
+
+    @guard.unary
+    async def Cancel(self, request: pb.CancelRequest, context: Context) -> pb.CancelResponse:
+        state = await self._runtime.cancel(_execution_id(request.execution_id))
+        return pb.CancelResponse(state=messages.state_message(state))
+
+    @guard.stream
+    async def WatchPending(
+        self, request: pb.WatchPendingRequest, context: Context
+    ) -> AsyncIterator[pb.WatchPendingResponse]:
+        try:
+            async for event in self._watch.stream(request.execution_id, request.cursor):
+                yield event
+        except ServiceShuttingDown:
+            await context.abort_with_status(rpc_status.to_status(shutting_down_status()))
+
+
+def _execution_id(value: str) -> str:
+    if not value:
+        raise ModelValidationError(
+            "execution_id is required",
+            field_violations=[FieldViolation("execution_id", "must be a non-empty string")],
+        )
+    return value

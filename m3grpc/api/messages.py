@@ -1,0 +1,281 @@
+"""Domain models <-> m3.v1 messages: rounds, responses, execution states and results.
+
+The server builds messages from models; the remote client builds models from
+messages, so a remote caller gets the same pydantic types as an embedded one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, cast
+
+from m3grpc.api import convert
+from m3grpc.api.gen.m3.v1 import elicitation_pb2, execution_pb2
+from m3grpc.errors import FieldViolation, ManagedInputValidationError
+from m3grpc.storage.response_validation import responses_digest
+from m3grpc.types import (
+    ElicitationRequest,
+    ElicitationResponse,
+    ExecutionOutcome,
+    ExecutionResult,
+    ExecutionState,
+    ExecutionStatus,
+    FormElicitationRequest,
+    HumanInput,
+    ManagedInputRecord,
+    ManagedInputStatus,
+    OperationResult,
+    PendingElicitationRound,
+    UrlElicitationRequest,
+)
+
+# -- elicitation requests ---------------------------------------------------------
+
+
+def request_message(request: ElicitationRequest) -> elicitation_pb2.ElicitationRequest:
+    message = elicitation_pb2.ElicitationRequest()
+    if isinstance(request, FormElicitationRequest):
+        message.form.message = request.message
+        message.form.requested_schema.CopyFrom(convert.dict_to_struct(request.requested_schema))
+    else:
+        message.url.message = request.message
+        message.url.url = request.url
+        message.url.elicitation_id = request.elicitation_id
+    if request.meta is not None:
+        message.meta.CopyFrom(convert.dict_to_struct(request.meta))
+    if request.task is not None:
+        message.task.CopyFrom(convert.dict_to_struct(request.task))
+    if request.server is not None:
+        message.server = request.server
+    if request.operation_kind is not None:
+        message.operation_kind = convert.OPERATION_KIND.wire(request.operation_kind)
+    if request.operation_name is not None:
+        message.operation_name = request.operation_name
+    return message
+
+
+def request_model(message: elicitation_pb2.ElicitationRequest) -> ElicitationRequest:
+    context: dict[str, Any] = {
+        "meta": convert.optional_struct(message, "meta"),
+        "task": convert.optional_struct(message, "task"),
+        "server": message.server if message.HasField("server") else None,
+        "operation_kind": convert.operation_kind(message.operation_kind),
+        "operation_name": message.operation_name if message.HasField("operation_name") else None,
+    }
+    if message.WhichOneof("mode") == "url":
+        return UrlElicitationRequest(
+            message=message.url.message,
+            url=message.url.url,
+            elicitation_id=message.url.elicitation_id,
+            **context,
+        )
+    return FormElicitationRequest(
+        message=message.form.message,
+        requested_schema=convert.struct_to_dict(message.form.requested_schema),
+        **context,
+    )
+
+
+# -- rounds -------------------------------------------------------------------------
+
+
+def pending_round_message(record: ManagedInputRecord) -> elicitation_pb2.PendingElicitationRound:
+    pending = record.pending
+    message = elicitation_pb2.PendingElicitationRound(
+        round_id=pending.round_id,
+        execution_id=pending.execution_id,
+        logical_operation_id=pending.logical_operation_id,
+        server=pending.server,
+        operation_kind=convert.OPERATION_KIND.wire(pending.operation_kind),
+        operation_name=pending.operation_name,
+        create_time=convert.timestamp(pending.created_at),
+        round_index=record.round_index,
+        round_limit=record.round_limit,
+    )
+    for key, request in pending.requests.items():
+        message.requests[key].CopyFrom(request_message(request))
+    if pending.deadline is not None:
+        message.deadline.CopyFrom(convert.timestamp(pending.deadline))
+    if pending.request_state is not None:
+        message.request_state = pending.request_state
+    return message
+
+
+def pending_round_model(
+    message: elicitation_pb2.PendingElicitationRound,
+) -> PendingElicitationRound:
+    return PendingElicitationRound(
+        round_id=message.round_id,
+        execution_id=message.execution_id,
+        logical_operation_id=message.logical_operation_id,
+        server=message.server,
+        operation_kind=convert.operation_kind(message.operation_kind) or "tool",
+        operation_name=message.operation_name,
+        requests={key: request_model(value) for key, value in message.requests.items()},
+        created_at=convert.from_timestamp(message.create_time),
+        request_state=message.request_state if message.HasField("request_state") else None,
+        deadline=convert.optional_timestamp(message, "deadline"),
+    )
+
+
+def elicitation_round_message(record: ManagedInputRecord) -> elicitation_pb2.ElicitationRound:
+    """The operator's view of a round: responses redacted (actions and keys, never
+    content values), no lease token, no request_state."""
+    pending = record.pending
+    message = elicitation_pb2.ElicitationRound(
+        round_id=pending.round_id,
+        execution_id=pending.execution_id,
+        logical_operation_id=pending.logical_operation_id,
+        server=pending.server,
+        operation_kind=convert.OPERATION_KIND.wire(pending.operation_kind),
+        operation_name=pending.operation_name,
+        round_index=record.round_index,
+        round_limit=record.round_limit,
+        status=convert.ROUND_STATUS.wire(record.status),
+        delivery_attempts=record.delivery_attempts,
+        create_time=convert.timestamp(record.created_at),
+        update_time=convert.timestamp(record.updated_at),
+        failure_code=record.failure_code or "",
+        failure_message=record.failure_message or "",
+    )
+    for key, request in pending.requests.items():
+        message.requests[key].CopyFrom(request_message(request))
+    if record.responses is not None:
+        # Same projection as ManagedInputStore.redacted_responses, from the record
+        # already read (one query per page, not one per round).
+        redacted = message.responses
+        redacted.idempotency_key = record.idempotency_key or ""
+        redacted.digest = responses_digest(record.responses)
+        for key, response in record.responses.items():
+            redacted.responses[key].action = convert.ACTION.wire(response.action)
+            redacted.responses[key].content_keys.extend(sorted(response.content or {}))
+    for field, value in (
+        ("deadline", pending.deadline),
+        ("response_validate_time", record.response_validated_at),
+        ("delivery_start_time", record.delivery_started_at),
+        ("deliver_time", record.delivered_at),
+        ("resolve_time", record.resolved_at),
+        ("fail_time", record.failed_at),
+    ):
+        if value is not None:
+            getattr(message, field).CopyFrom(convert.timestamp(value))
+    return message
+
+
+# -- responses ------------------------------------------------------------------------
+
+
+def response_message(response: ElicitationResponse) -> elicitation_pb2.ElicitationResponse:
+    message = elicitation_pb2.ElicitationResponse(action=convert.ACTION.wire(response.action))
+    if response.content is not None:
+        message.content.CopyFrom(convert.dict_to_struct(response.content))
+    return message
+
+
+def responses_model(
+    messages: Mapping[str, elicitation_pb2.ElicitationResponse],
+) -> dict[str, ElicitationResponse]:
+    """The response map of a RespondRequest; an unset action is a field violation."""
+    responses: dict[str, ElicitationResponse] = {}
+    violations: list[FieldViolation] = []
+    for key, message in messages.items():
+        action = convert.ACTION.model(message.action)
+        if action is None:
+            violations.append(FieldViolation(f"responses[{key}].action", "must be set"))
+            continue
+        responses[key] = ElicitationResponse.model_validate(
+            {"action": action, "content": convert.optional_struct(message, "content")}
+        )
+    if violations:
+        raise ManagedInputValidationError("invalid responses", field_violations=violations)
+    return responses
+
+
+# -- executions -----------------------------------------------------------------------
+
+
+def state_message(state: ExecutionState) -> execution_pb2.ExecutionState:
+    message = execution_pb2.ExecutionState(
+        execution_id=state.execution_id,
+        lifecycle=convert.LIFECYCLE.wire(state.lifecycle),
+        human_input=convert.HUMAN_INPUT.wire(state.human_input),
+        create_time=convert.timestamp(state.created_at),
+        update_time=convert.timestamp(state.updated_at),
+        failure_code=state.failure_code or "",
+        failure_message=state.failure_message or "",
+    )
+    if state.outcome is not None:
+        message.outcome = convert.OUTCOME.wire(state.outcome)
+    if state.finished_at is not None:
+        message.finish_time.CopyFrom(convert.timestamp(state.finished_at))
+    return message
+
+
+def state_model(message: execution_pb2.ExecutionState) -> ExecutionState:
+    outcome = convert.OUTCOME.model(message.outcome)
+    return ExecutionState(
+        execution_id=message.execution_id,
+        lifecycle=ExecutionStatus(convert.LIFECYCLE.model(message.lifecycle) or "queued"),
+        outcome=ExecutionOutcome(outcome) if outcome is not None else None,
+        human_input=cast(HumanInput, convert.HUMAN_INPUT.model(message.human_input) or "fail"),
+        created_at=convert.from_timestamp(message.create_time),
+        updated_at=convert.from_timestamp(message.update_time),
+        finished_at=convert.optional_timestamp(message, "finish_time"),
+        failure_code=message.failure_code or None,
+        failure_message=message.failure_message or None,
+    )
+
+
+def _operation_message(result: OperationResult) -> execution_pb2.OperationResult:
+    message = execution_pb2.OperationResult(
+        logical_operation_id=result.logical_operation_id,
+        server=result.server,
+        operation_kind=convert.OPERATION_KIND.wire(result.operation_kind),
+        operation_name=result.operation_name,
+        ok=result.ok,
+        failure_code=result.failure_code or "",
+        failure_message=result.failure_message or "",
+    )
+    if result.result is not None:
+        message.result.CopyFrom(convert.dict_to_struct(result.result))
+    return message
+
+
+def _operation_model(message: execution_pb2.OperationResult) -> OperationResult:
+    return OperationResult(
+        logical_operation_id=message.logical_operation_id,
+        server=message.server,
+        operation_kind=convert.operation_kind(message.operation_kind) or "tool",
+        operation_name=message.operation_name,
+        ok=message.ok,
+        result=convert.optional_struct(message, "result"),
+        failure_code=message.failure_code or None,
+        failure_message=message.failure_message or None,
+    )
+
+
+def result_message(result: ExecutionResult) -> execution_pb2.ExecutionResult:
+    return execution_pb2.ExecutionResult(
+        execution_id=result.execution_id,
+        outcome=convert.OUTCOME.wire(result.outcome),
+        operations=[_operation_message(op) for op in result.operations],
+        failure_code=result.failure_code or "",
+        failure_message=result.failure_message or "",
+        finish_time=convert.timestamp(result.finished_at),
+    )
+
+
+def result_model(message: execution_pb2.ExecutionResult) -> ExecutionResult:
+    return ExecutionResult(
+        execution_id=message.execution_id,
+        outcome=ExecutionOutcome(convert.OUTCOME.model(message.outcome) or "failed"),
+        operations=tuple(_operation_model(op) for op in message.operations),
+        failure_code=message.failure_code or None,
+        failure_message=message.failure_message or None,
+        finished_at=convert.from_timestamp(message.finish_time),
+    )
+
+
+def round_status_model(number: int) -> ManagedInputStatus | None:
+    value = convert.ROUND_STATUS.model(number)
+    return ManagedInputStatus(value) if value is not None else None

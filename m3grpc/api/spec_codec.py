@@ -1,0 +1,263 @@
+"""Execution specs on the wire: SubmitRequest <-> the model's spec documents.
+
+A client names a server binding; the service swaps in the binding it
+configures, so a client can never make the service run a command of its
+choosing. Field paths of violations are paths into the request
+(`agent.tools[1]`), as error_reason.proto promises.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any, cast
+
+from m3grpc.api import convert
+from m3grpc.api.gen.m3.v1 import execution_pb2, execution_service_pb2
+from m3grpc.errors import FieldViolation, ModelValidationError, ServerBindingNotFoundError
+from m3grpc.servers import ServerBinding
+from m3grpc.specs import AgentSpec, ElicitationPlan, OperationSpec, PlanRule, ScriptStep
+from m3grpc.types import HumanInput
+
+_ANSWERS = {"decline": "decline", "cancel": "cancel"}
+
+# -- server side: request -> spec document ---------------------------------------------
+
+
+def submission(
+    request: execution_service_pb2.SubmitRequest, bindings: Mapping[str, ServerBinding]
+) -> tuple[dict[str, Any], HumanInput]:
+    """The spec document and human_input of a SubmitRequest, bindings resolved."""
+    violations: list[FieldViolation] = []
+    human_input = convert.HUMAN_INPUT.model(request.human_input)
+    if request.human_input == execution_pb2.HUMAN_INPUT_UNSPECIFIED:
+        human_input = "fail"  # documented default
+    elif human_input is None:
+        violations.append(FieldViolation("human_input", f"unknown value {request.human_input}"))
+    which = request.WhichOneof("spec")
+    document: dict[str, Any] = {}
+    if which == "agent":
+        document = _agent(request.agent, violations)
+    elif which == "operation":
+        document = _operation(request.operation, violations)
+    else:
+        violations.append(FieldViolation("spec", "set agent or operation"))
+    if violations:
+        raise ModelValidationError("invalid submission", field_violations=violations)
+    name = document["server"]
+    binding = bindings.get(name)
+    if binding is None:
+        raise ServerBindingNotFoundError(
+            f"no server binding named {name!r} is configured", metadata={"server": name}
+        )
+    document["server"] = binding.model_dump(mode="json")
+    return document, cast(HumanInput, human_input)
+
+
+def _agent(agent: execution_pb2.AgentSpec, violations: list[FieldViolation]) -> dict[str, Any]:
+    if not agent.harness:
+        violations.append(FieldViolation("agent.harness", "required"))
+    if not agent.server:
+        violations.append(FieldViolation("agent.server", "required"))
+    document: dict[str, Any] = {
+        "kind": "agent",
+        "prompt": agent.prompt,
+        "harness": agent.harness,
+        "models": list(agent.models),
+        "server": agent.server,
+        "tools": list(agent.tools),
+        # No script: the scripted harness calls the selected tools.
+        "script": [
+            _step(step, f"agent.script[{index}]", violations)
+            for index, step in enumerate(agent.script)
+        ]
+        or None,
+        "permission_policy": {
+            "default": convert.PERMISSION_POLICY.model(agent.permission_policy) or "deny"
+        },
+    }
+    if agent.HasField("elicitation_plan"):
+        document["elicitation_plan"] = _plan(
+            agent.elicitation_plan, "agent.elicitation_plan", violations
+        )
+    if agent.round_limit:
+        document["round_limit"] = agent.round_limit
+    if agent.HasField("round_timeout"):
+        document["round_timeout_seconds"] = convert.from_duration(agent.round_timeout)
+    return document
+
+
+def _operation(
+    operation: execution_pb2.OperationSpec, violations: list[FieldViolation]
+) -> dict[str, Any]:
+    if not operation.server:
+        violations.append(FieldViolation("operation.server", "required"))
+    if not operation.HasField("operation"):
+        violations.append(FieldViolation("operation.operation", "required"))
+    document: dict[str, Any] = {
+        "kind": "operation",
+        "server": operation.server,
+        "operation": _step(operation.operation, "operation.operation", violations),
+    }
+    if operation.HasField("elicitation_plan"):
+        document["elicitation_plan"] = _plan(
+            operation.elicitation_plan, "operation.elicitation_plan", violations
+        )
+    if operation.round_limit:
+        document["round_limit"] = operation.round_limit
+    return document
+
+
+def _step(
+    step: execution_pb2.OperationStep, path: str, violations: list[FieldViolation]
+) -> dict[str, Any]:
+    kind = convert.OPERATION_KIND.model(step.kind)
+    if kind is None:
+        violations.append(FieldViolation(f"{path}.kind", "required"))
+    if not step.name:
+        violations.append(FieldViolation(f"{path}.name", "required"))
+    if kind == "resource" and step.HasField("arguments"):
+        violations.append(FieldViolation(f"{path}.arguments", "must be unset for a resource"))
+    return {
+        "kind": kind or "tool",
+        "name": step.name,
+        "arguments": convert.optional_struct(step, "arguments") or {},
+    }
+
+
+def _plan(
+    plan: execution_pb2.ElicitationPlan, path: str, violations: list[FieldViolation]
+) -> dict[str, Any]:
+    rules = []
+    for index, rule in enumerate(plan.rules):
+        document: dict[str, Any] = {
+            name: getattr(rule, name)
+            for name in ("operation_name", "request_key", "message_contains")
+            if rule.HasField(name)
+        }
+        answer = rule.WhichOneof("answer")
+        if answer == "accept_content":
+            document.update(action="accept", content=convert.struct_to_dict(rule.accept_content))
+        elif answer == "accept_defaults":
+            document.update(action="accept", use_schema_defaults=True)
+        elif answer in _ANSWERS:
+            document["action"] = _ANSWERS[answer]
+        else:
+            violations.append(FieldViolation(f"{path}.rules[{index}].answer", "required"))
+        rules.append(document)
+    return {"rules": rules}
+
+
+_INDEX = re.compile(r"\.(\d+)(?=\.|$)")
+
+
+def request_path(field: str, kind: str) -> str:
+    """A model field path (`tools[0]`, `agent.script.0.name`) as a request path."""
+    field = _INDEX.sub(r"[\1]", field)
+    if field in ("human_input", "spec") or field.split(".")[0].split("[")[0] in (kind,):
+        return field
+    return f"{kind}.{field}"
+
+
+def qualified(error: ModelValidationError, kind: str) -> ModelValidationError:
+    """The error with its field paths made paths into the SubmitRequest."""
+    return ModelValidationError(
+        error.message,
+        field_violations=[
+            FieldViolation(request_path(v.field, kind), v.description)
+            for v in error.field_violations
+        ],
+        metadata=error.metadata,
+    )
+
+
+# -- client side: model -> request ------------------------------------------------------
+
+
+def step_message(step: ScriptStep) -> execution_pb2.OperationStep:
+    message = execution_pb2.OperationStep(
+        kind=convert.OPERATION_KIND.wire(step.kind), name=step.name
+    )
+    if step.arguments:
+        message.arguments.CopyFrom(convert.dict_to_struct(step.arguments))
+    return message
+
+
+def plan_message(plan: ElicitationPlan) -> execution_pb2.ElicitationPlan:
+    return execution_pb2.ElicitationPlan(rules=[_rule_message(rule) for rule in plan.rules])
+
+
+def _rule_message(rule: PlanRule) -> execution_pb2.ElicitationRule:
+    message = execution_pb2.ElicitationRule()
+    for name in ("operation_name", "request_key", "message_contains"):
+        value = getattr(rule, name)
+        if value is not None:
+            setattr(message, name, value)
+    if rule.action == "decline":
+        message.decline.SetInParent()
+    elif rule.action == "cancel":
+        message.cancel.SetInParent()
+    elif rule.use_schema_defaults:
+        message.accept_defaults.SetInParent()
+    else:
+        # An accept without content answers a form with {} and a URL with consent,
+        # the same as an accept_content of {}.
+        message.accept_content.CopyFrom(convert.dict_to_struct(rule.content or {}))
+    return message
+
+
+def agent_message(
+    *,
+    prompt: str,
+    server: str,
+    harness: str = "scripted",
+    models: Sequence[str] = (),
+    tools: Sequence[str] = (),
+    script: Sequence[ScriptStep] | None = None,
+    elicitation_plan: ElicitationPlan | None = None,
+    permission_policy: str = "deny",
+    round_limit: int | None = None,
+    round_timeout_seconds: float | None = None,
+) -> execution_pb2.AgentSpec:
+    message = execution_pb2.AgentSpec(
+        harness=harness,
+        models=list(models),
+        prompt=prompt,
+        server=server,
+        tools=list(tools),
+        script=[step_message(step) for step in script or ()],
+        permission_policy=convert.PERMISSION_POLICY.wire(permission_policy),
+        round_limit=round_limit or 0,
+    )
+    if elicitation_plan is not None:
+        message.elicitation_plan.CopyFrom(plan_message(elicitation_plan))
+    if round_timeout_seconds is not None:
+        message.round_timeout.CopyFrom(convert.duration(round_timeout_seconds))
+    return message
+
+
+def spec_request(spec: AgentSpec | OperationSpec) -> execution_service_pb2.SubmitRequest:
+    """A SubmitRequest for a spec model; only the binding's name goes on the wire."""
+    if isinstance(spec, AgentSpec):
+        return execution_service_pb2.SubmitRequest(
+            agent=agent_message(
+                prompt=spec.prompt,
+                server=spec.server.name,
+                harness=spec.harness,
+                models=spec.models,
+                tools=spec.tools,
+                script=spec.script,
+                elicitation_plan=spec.elicitation_plan,
+                permission_policy=spec.permission_policy.default,
+                round_limit=spec.round_limit,
+                round_timeout_seconds=spec.round_timeout_seconds,
+            )
+        )
+    operation = execution_pb2.OperationSpec(
+        server=spec.server.name,
+        operation=step_message(spec.operation),
+        round_limit=spec.round_limit,
+    )
+    if spec.elicitation_plan is not None:
+        operation.elicitation_plan.CopyFrom(plan_message(spec.elicitation_plan))
+    return execution_service_pb2.SubmitRequest(operation=operation)

@@ -1,0 +1,174 @@
+"""WatchPending: a snapshot of the pending rounds, then live events from the
+store's append-only event log, resumable by cursor across server restarts.
+
+Positions are event sequence numbers. A stream without a cursor reads the
+last sequence number S first, then sends the rounds that were pending at S
+(each with a cursor "inside the snapshot at S, after this round") and then
+every event after S. The snapshot at S is rebuilt exactly from the current
+state and the events after S: a round was pending at S if it is pending now
+or left pending after S, unless it became pending after S (then its live
+`round_pending` event sends it). So nothing is lost or sent twice, and a
+snapshot cursor resumes the rest of the same snapshot, even after a restart.
+
+`round_changed` events are internal: they are not sent but move the position.
+Live tailing polls the log (the stream's own lifetime bounds the loop).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+
+from m3grpc.api import convert, messages
+from m3grpc.api.gen.m3.v1 import execution_service_pb2
+from m3grpc.api.tokens import Cursor, Keyset, cursor_token, read_cursor
+from m3grpc.runtime import Runtime
+from m3grpc.storage import EventKind, StoredEvent
+from m3grpc.types import ExecutionStatus, ManagedInputRecord, ManagedInputStatus
+
+_PAGE = 500
+WatchEvent = execution_service_pb2.WatchPendingResponse
+
+
+class ServiceShuttingDown(Exception):
+    """The server is stopping: the stream ends so the client can resume elsewhere."""
+
+
+class PendingWatch:
+    def __init__(self, runtime: Runtime, *, poll_interval: float, shutdown: asyncio.Event) -> None:
+        self._runtime = runtime
+        self._poll_interval = poll_interval
+        self._shutdown = shutdown
+
+    async def stream(self, execution_id: str, token: str) -> AsyncIterator[WatchEvent]:
+        if execution_id:
+            await self._runtime.snapshot(execution_id)  # EXECUTION_NOT_FOUND up front
+        if token:
+            cursor = read_cursor(token, execution_id)
+            in_snapshot = cursor.snapshot_after is not None
+        else:
+            cursor = Cursor(seq=await self._runtime.last_event_seq(), execution_id=execution_id)
+            in_snapshot = True
+        if in_snapshot:
+            for record in await self._snapshot(cursor):
+                yield self._snapshot_event(cursor, record)
+        async for event in self._live(cursor.seq, execution_id):
+            yield event
+
+    # -- snapshot ---------------------------------------------------------------------
+
+    async def _snapshot(self, cursor: Cursor) -> list[ManagedInputRecord]:
+        """The rounds pending at `cursor.seq` after `cursor.snapshot_after`, oldest first."""
+        execution_id = cursor.execution_id or None
+        pending = await self._pending_now(execution_id, cursor.snapshot_after)
+        # Every change visible in `pending` has an event <= upto: both were
+        # committed before this read.
+        upto = await self._runtime.last_event_seq()
+        became_pending, left_pending = await self._changes(cursor.seq, upto, execution_id)
+        rounds = {r.round_id: r for r in pending if r.round_id not in became_pending}
+        for round_id in sorted(left_pending - became_pending - rounds.keys()):
+            record = await self._runtime.get_round(round_id)
+            if cursor.snapshot_after is None or _keyset(record) > cursor.snapshot_after:
+                rounds[round_id] = record
+        return sorted(rounds.values(), key=_keyset)
+
+    async def _pending_now(
+        self, execution_id: str | None, after: Keyset | None
+    ) -> list[ManagedInputRecord]:
+        found: list[ManagedInputRecord] = []
+        while True:
+            page = await self._runtime.list_rounds(
+                execution_id=execution_id,
+                statuses=[ManagedInputStatus.PENDING],
+                after=after,
+                limit=_PAGE,
+            )
+            found.extend(page)
+            if len(page) < _PAGE:
+                return found
+            after = _keyset(page[-1])
+
+    async def _changes(
+        self, after: int, upto: int, execution_id: str | None
+    ) -> tuple[set[str], set[str]]:
+        """Rounds that became pending, and rounds that left pending, in (after, upto]."""
+        became: set[str] = set()
+        left: set[str] = set()
+        while after < upto:
+            batch = await self._runtime.events_after(after, execution_id=execution_id, limit=_PAGE)
+            for event in batch:
+                if event.seq > upto or event.round_id is None:
+                    continue
+                if event.kind is EventKind.ROUND_PENDING:
+                    became.add(event.round_id)
+                elif event.kind is EventKind.ROUND_LEFT_PENDING:
+                    left.add(event.round_id)
+            if not batch:
+                break
+            after = batch[-1].seq
+        return became, left
+
+    @staticmethod
+    def _snapshot_event(cursor: Cursor, record: ManagedInputRecord) -> WatchEvent:
+        position = Cursor(cursor.seq, cursor.execution_id, _keyset(record))
+        return WatchEvent(
+            cursor=cursor_token(position),
+            round_pending=messages.pending_round_message(record),
+        )
+
+    # -- live ---------------------------------------------------------------------------
+
+    async def _live(self, after: int, execution_id: str) -> AsyncIterator[WatchEvent]:
+        while True:
+            # Read the state before the events: a finish committed before this
+            # read is in the batch below, so ending the stream loses nothing.
+            finished = execution_id != "" and await self._finished(execution_id)
+            batch = await self._runtime.events_after(
+                after, execution_id=execution_id or None, limit=_PAGE
+            )
+            for event in batch:
+                after = event.seq
+                message = await self._message(event, Cursor(event.seq, execution_id))
+                if message is not None:
+                    yield message
+                if execution_id and event.kind is EventKind.EXECUTION_FINISHED:
+                    return
+            if batch:
+                continue
+            if finished:
+                return  # it finished at or before the cursor
+            await self._idle()
+
+    async def _finished(self, execution_id: str) -> bool:
+        state = await self._runtime.snapshot(execution_id)
+        return state.lifecycle is ExecutionStatus.FINISHED
+
+    async def _idle(self) -> None:
+        if self._shutdown.is_set():
+            raise ServiceShuttingDown
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._shutdown.wait(), self._poll_interval)
+        if self._shutdown.is_set():
+            raise ServiceShuttingDown
+
+    async def _message(self, event: StoredEvent, position: Cursor) -> WatchEvent | None:
+        token = cursor_token(position)
+        if event.kind is EventKind.ROUND_PENDING and event.round_id is not None:
+            record = await self._runtime.get_round(event.round_id)
+            return WatchEvent(cursor=token, round_pending=messages.pending_round_message(record))
+        if event.kind is EventKind.ROUND_LEFT_PENDING and event.round_id is not None:
+            left = execution_service_pb2.RoundLeftPending(
+                round_id=event.round_id,
+                execution_id=event.execution_id,
+                status=convert.ROUND_STATUS.wire(event.status or ManagedInputStatus.FAILED.value),
+            )
+            return WatchEvent(cursor=token, round_left_pending=left)
+        if event.kind is EventKind.EXECUTION_FINISHED:
+            state = await self._runtime.snapshot(event.execution_id)
+            return WatchEvent(cursor=token, execution_finished=messages.state_message(state))
+        return None  # round_changed: internal
+
+
+def _keyset(record: ManagedInputRecord) -> Keyset:
+    return record.pending.created_at, record.round_id

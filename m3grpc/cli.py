@@ -1,0 +1,79 @@
+"""The `m3grpc` command line.
+
+m3grpc serve [--config m3.toml] [--listen HOST:PORT] [--log-level LEVEL]
+m3grpc demo ...        (when m3grpc.demo exists)
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import importlib.util
+import logging
+import sys
+from collections.abc import Sequence
+
+
+def _serve(args: argparse.Namespace) -> int:
+    # Imported here so `m3grpc --help` stays fast and needs no grpc.
+    from m3grpc.api.config import ConfigError, load_config
+    from m3grpc.api.server import ListenError, serve
+
+    logging.basicConfig(
+        level=args.log_level.upper(),
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        config = load_config(args.config)
+        asyncio.run(serve(config, listen=args.listen))
+    except (ConfigError, ListenError) as exc:
+        print(f"m3grpc: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+# -- demo: a separate slot; the module is written elsewhere ----------------------------
+
+
+def _demo_available() -> bool:
+    return importlib.util.find_spec("m3grpc.demo") is not None
+
+
+def _demo(argv: Sequence[str]) -> int:
+    demo = importlib.import_module("m3grpc.demo")
+    result = demo.main(list(argv))
+    return int(result or 0)
+
+
+# ----------------------------------------------------------------------------------------
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="m3grpc", description="M3 gRPC service")
+    commands = parser.add_subparsers(dest="command", required=True)
+    serve = commands.add_parser("serve", help="run the gRPC server")
+    serve.add_argument("--config", help="TOML configuration file (default: built-in defaults)")
+    serve.add_argument("--listen", help="HOST:PORT; overrides the config (port 0: any free port)")
+    serve.add_argument(
+        "--log-level", default="warning", choices=["debug", "info", "warning", "error"]
+    )
+    serve.set_defaults(run=_serve)
+    if _demo_available():
+        demo = commands.add_parser("demo", help="run the demo", add_help=False)
+        demo.add_argument("demo_args", nargs=argparse.REMAINDER)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["demo"] and _demo_available():
+        return _demo(argv[1:])  # the demo parses its own arguments
+    args = _parser().parse_args(argv)
+    run = args.run
+    return int(run(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,143 @@
+"""Request building shared by the sync and async remote clients.
+
+Arguments are checked the way the embedded API checks them (same typed
+errors); only binding names go on the wire.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+from pydantic import TypeAdapter, ValidationError
+
+from m3grpc.api import convert, messages, spec_codec
+from m3grpc.api.gen.m3.v1 import (
+    elicitation_service_pb2,
+    execution_service_pb2,
+)
+from m3grpc.errors import FieldViolation, ModelValidationError
+from m3grpc.specs import AgentSpec, ElicitationPlan, OperationSpec, ScriptStep
+from m3grpc.types import ElicitationResponse
+
+HUMAN_INPUT_VALUES = ("fail", "managed")
+# Result waits get this much longer as the call deadline than the server-side
+# timeout, so the typed RESULT_WAIT_TIMEOUT arrives before the call's deadline.
+RESULT_DEADLINE_MARGIN = 5.0
+
+_STEPS = TypeAdapter(tuple[ScriptStep, ...])
+_RESPONSES = TypeAdapter(dict[str, ElicitationResponse])
+
+
+class NamedServer(Protocol):
+    @property
+    def name(self) -> str: ...
+
+
+ServerRef = str | NamedServer
+
+
+def server_name(server: ServerRef) -> str:
+    return server if isinstance(server, str) else server.name
+
+
+def agent_request(
+    *,
+    prompt: str,
+    server: ServerRef,
+    harness: str,
+    models: Sequence[str],
+    tools: Sequence[str],
+    script: Sequence[ScriptStep | Mapping[str, Any]] | None,
+    elicitation_plan: ElicitationPlan | Mapping[str, Any] | None,
+    human_input: str,
+    request_id: str | None,
+    round_timeout_seconds: float | None,
+) -> execution_service_pb2.SubmitRequest:
+    steps = _validated(_STEPS, tuple(script), "script") if script is not None else None
+    plan = (
+        _validated(TypeAdapter(ElicitationPlan), elicitation_plan, "elicitation_plan")
+        if elicitation_plan is not None
+        else None
+    )
+    agent = spec_codec.agent_message(
+        prompt=prompt,
+        server=server_name(server),
+        harness=harness,
+        models=models,
+        tools=tools,
+        script=steps,
+        elicitation_plan=plan,
+        round_timeout_seconds=round_timeout_seconds,
+    )
+    request = execution_service_pb2.SubmitRequest(agent=agent)
+    return _finish(request, human_input, request_id)
+
+
+def spec_request(
+    spec: AgentSpec | OperationSpec, human_input: str, request_id: str | None
+) -> execution_service_pb2.SubmitRequest:
+    if not isinstance(spec, AgentSpec | OperationSpec):
+        raise ModelValidationError(
+            "invalid execution spec",
+            field_violations=[FieldViolation("spec", "must be an AgentSpec or OperationSpec")],
+        )
+    return _finish(spec_codec.spec_request(spec), human_input, request_id)
+
+
+def _finish(
+    request: execution_service_pb2.SubmitRequest, human_input: str, request_id: str | None
+) -> execution_service_pb2.SubmitRequest:
+    if human_input not in HUMAN_INPUT_VALUES:
+        raise ModelValidationError(
+            "invalid submission",
+            field_violations=[
+                FieldViolation(
+                    "human_input", f"must be one of {HUMAN_INPUT_VALUES}, got {human_input!r}"
+                )
+            ],
+        )
+    request.human_input = convert.HUMAN_INPUT.wire(human_input)
+    if request_id:
+        request.request_id = request_id
+    return request
+
+
+def respond_request(
+    round_id: str,
+    responses: Mapping[str, ElicitationResponse | Mapping[str, Any]],
+    idempotency_key: str,
+) -> elicitation_service_pb2.RespondRequest:
+    parsed = _validated(_RESPONSES, dict(responses), "responses")
+    return elicitation_service_pb2.RespondRequest(
+        round_id=round_id,
+        idempotency_key=idempotency_key,
+        responses={key: messages.response_message(value) for key, value in parsed.items()},
+    )
+
+
+def result_request(
+    execution_id: str, timeout: float | None
+) -> tuple[execution_service_pb2.ResultRequest, float | None]:
+    """The request and the call deadline for a Result wait."""
+    request = execution_service_pb2.ResultRequest(execution_id=execution_id)
+    if timeout is None:
+        return request, None
+    request.timeout.CopyFrom(convert.duration(max(timeout, 0.0)))
+    return request, max(timeout, 0.0) + RESULT_DEADLINE_MARGIN
+
+
+def _validated(adapter: TypeAdapter[Any], value: Any, field: str) -> Any:
+    try:
+        return adapter.validate_python(value)
+    except ValidationError as exc:
+        violations = [
+            FieldViolation(
+                "".join(
+                    f"[{p}]" if isinstance(p, int) else f".{p}" for p in (field, *e["loc"])
+                ).lstrip("."),
+                e["msg"],
+            )
+            for e in exc.errors()
+        ]
+        raise ModelValidationError(f"invalid {field}", field_violations=violations) from None

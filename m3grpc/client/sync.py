@@ -1,0 +1,214 @@
+"""RemoteMCPTestKit: the seed's synchronous handle API over gRPC.
+
+    with RemoteMCPTestKit("127.0.0.1:50051") as kit:
+        agent = kit.agents([{"harness": "scripted", "models": []}])[0]
+        handle = agent.submit("...", server="shipping", tools=["shipping:book_shipment"],
+                              human_input="managed")
+        pending = handle.pending_elicitation()
+        ...
+
+Failed calls raise the same typed errors as the embedded API (m3grpc.errors).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from types import TracebackType
+from typing import Any, TypeVar
+
+import grpc
+
+from m3grpc.api import messages
+from m3grpc.api.gen.m3.v1 import (
+    elicitation_service_pb2,
+    elicitation_service_pb2_grpc,
+    execution_service_pb2,
+    execution_service_pb2_grpc,
+)
+from m3grpc.client import requests
+from m3grpc.client.errors import typed_error
+from m3grpc.client.events import WatchEvent, event_from_message
+from m3grpc.client.requests import ServerRef
+from m3grpc.specs import AgentSpec, ElicitationPlan, OperationSpec, ScriptStep
+from m3grpc.types import (
+    ElicitationResponse,
+    ExecutionResult,
+    ExecutionState,
+    HumanInput,
+    PendingElicitationRound,
+)
+
+T = TypeVar("T")
+
+CHANNEL_OPTIONS = [
+    # Keep idle WatchPending streams alive through proxies (the server allows 10 s).
+    ("grpc.keepalive_time_ms", 30_000),
+    ("grpc.keepalive_permit_without_calls", 1),
+]
+
+
+class RemoteMCPTestKit:
+    """A client of an `m3grpc serve` service; owns its channel (use it as a context manager).
+
+    `timeout` is the deadline, in seconds, of every call except Result waits and
+    WatchPending streams; None: no deadline.
+    """
+
+    def __init__(self, target: str, *, timeout: float | None = 30.0) -> None:
+        self._channel = grpc.insecure_channel(target, options=CHANNEL_OPTIONS)
+        # The generated stubs carry no annotations.
+        self._executions = execution_service_pb2_grpc.ExecutionServiceStub(self._channel)  # type: ignore[no-untyped-call]
+        self._elicitation = elicitation_service_pb2_grpc.ElicitationServiceStub(self._channel)  # type: ignore[no-untyped-call]
+        self.timeout = timeout
+
+    def __enter__(self) -> RemoteMCPTestKit:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._channel.close()
+
+    # -- executions ----------------------------------------------------------------------
+
+    def agents(self, configs: Sequence[Mapping[str, Any]]) -> list[RemoteAgent]:
+        return [
+            RemoteAgent(self, config.get("harness", "scripted"), tuple(config.get("models", ())))
+            for config in configs
+        ]
+
+    def submit(
+        self,
+        spec: AgentSpec | OperationSpec,
+        human_input: HumanInput = "fail",
+        *,
+        request_id: str | None = None,
+    ) -> RemoteExecutionHandle:
+        return self._submit(requests.spec_request(spec, human_input, request_id))
+
+    def handle(self, execution_id: str) -> RemoteExecutionHandle:
+        """A handle on an existing execution (e.g. one submitted by another process)."""
+        return RemoteExecutionHandle(self, execution_id)
+
+    def watch_pending(
+        self, *, execution_id: str | None = None, cursor: str | None = None
+    ) -> Iterator[WatchEvent]:
+        """Pending rounds now, then live events; resume with an event's `cursor`."""
+        request = execution_service_pb2.WatchPendingRequest(
+            execution_id=execution_id or "", cursor=cursor or ""
+        )
+        call = self._executions.WatchPending(request)
+        try:
+            for message in call:
+                event = event_from_message(message)
+                if event is not None:
+                    yield event
+        except grpc.RpcError as error:
+            raise typed_error(error) from error
+        finally:
+            call.cancel()  # the consumer stopped early: end the stream
+
+    def _submit(self, request: execution_service_pb2.SubmitRequest) -> RemoteExecutionHandle:
+        response = self._call(self._executions.Submit, request)
+        return RemoteExecutionHandle(self, response.execution_id)
+
+    def _call(self, method: Callable[..., T], request: Any) -> T:
+        return self._call_until(method, request, self.timeout)
+
+    def _call_until(self, method: Callable[..., T], request: Any, deadline: float | None) -> T:
+        try:
+            return method(request, timeout=deadline)
+        except grpc.RpcError as error:
+            raise typed_error(error) from error
+
+
+class RemoteAgent:
+    """An agent configuration; `submit` runs it against a named server binding."""
+
+    def __init__(self, kit: RemoteMCPTestKit, harness: str, models: tuple[str, ...]) -> None:
+        self._kit = kit
+        self.harness = harness
+        self.models = models
+
+    def submit(
+        self,
+        prompt: str,
+        *,
+        server: ServerRef,
+        tools: Sequence[str] = (),
+        script: Sequence[ScriptStep | Mapping[str, Any]] | None = None,
+        human_input: HumanInput = "fail",
+        request_id: str | None = None,
+        round_timeout_seconds: float | None = None,
+        elicitation_plan: ElicitationPlan | Mapping[str, Any] | None = None,
+    ) -> RemoteExecutionHandle:
+        request = requests.agent_request(
+            prompt=prompt,
+            server=server,
+            harness=self.harness,
+            models=self.models,
+            tools=tools,
+            script=script,
+            elicitation_plan=elicitation_plan,
+            human_input=human_input,
+            request_id=request_id,
+            round_timeout_seconds=round_timeout_seconds,
+        )
+        return self._kit._submit(request)
+
+
+class RemoteExecutionHandle:
+    """The seed's execution handle, backed by RPCs."""
+
+    def __init__(self, kit: RemoteMCPTestKit, execution_id: str) -> None:
+        self._kit = kit
+        self.execution_id = execution_id
+
+    def pending_elicitation(self) -> PendingElicitationRound | None:
+        response = self._kit._call(
+            self._kit._elicitation.GetPending,
+            elicitation_service_pb2.GetPendingRequest(execution_id=self.execution_id),
+        )
+        if not response.HasField("round"):
+            return None
+        return messages.pending_round_model(response.round)
+
+    def respond_elicitation(
+        self,
+        round_id: str,
+        responses: Mapping[str, ElicitationResponse | Mapping[str, Any]],
+        *,
+        idempotency_key: str,
+    ) -> None:
+        self._kit._call(
+            self._kit._elicitation.Respond,
+            requests.respond_request(round_id, responses, idempotency_key),
+        )
+
+    def snapshot(self) -> ExecutionState:
+        response = self._kit._call(
+            self._kit._executions.Snapshot,
+            execution_service_pb2.SnapshotRequest(execution_id=self.execution_id),
+        )
+        return messages.state_model(response.state)
+
+    def result(self, timeout: float | None = None) -> ExecutionResult:
+        request, deadline = requests.result_request(self.execution_id, timeout)
+        response = self._kit._call_until(self._kit._executions.Result, request, deadline)
+        return messages.result_model(response.result)
+
+    def cancel(self) -> None:
+        self._kit._call(
+            self._kit._executions.Cancel,
+            execution_service_pb2.CancelRequest(execution_id=self.execution_id),
+        )
+
+    def watch_pending(self, cursor: str | None = None) -> Iterator[WatchEvent]:
+        """This execution's events; the iterator ends after it finishes."""
+        return self._kit.watch_pending(execution_id=self.execution_id, cursor=cursor)

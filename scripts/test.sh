@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# The test command: installs what the tests need (Python packages, a PostgreSQL
+# server, Node packages, buf), runs the static checks, then the whole suite.
+# Works on a fresh machine; `.ci/run` calls exactly this.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+python3 -m pip install --quiet --disable-pip-version-check -e ".[dev]"
+
+M3_TEST_POSTGRES_URL="$(bash scripts/start-postgres.sh)"
+export M3_TEST_POSTGRES_URL
+eval "$(bash scripts/setup-node.sh)"
+
+echo "== proto: buf lint, buf breaking, generated-code drift"
+BUF="$(bash scripts/install-buf.sh)"
+export BUF
+bash scripts/check-proto.sh
+
+echo "== ruff, mypy"
+ruff check .
+ruff format --check .
+mypy
+
+echo "== pytest"
+python3 -m pytest -q -p no:cacheprovider "$@"

@@ -1,0 +1,62 @@
+"""Start the test MCP servers of tests/mcp_servers/ as real subprocesses."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx2
+
+MCP_SERVERS = Path(__file__).resolve().parents[1] / "mcp_servers"
+
+
+def free_port() -> int:
+    """A free TCP port on 127.0.0.1 (bound and released)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@contextmanager
+def http_mcp_server(name: str = "shipping", variant: str = "legacy") -> Iterator[str]:
+    """Serve tests/mcp_servers/<name>.py over Streamable HTTP on loopback; yields its URL."""
+    port = free_port()
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            str(MCP_SERVERS / f"{name}.py"),
+            "--variant",
+            variant,
+            "--http",
+            "--port",
+            str(port),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}/mcp"
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            assert process.poll() is None, "the HTTP test server exited"
+            try:
+                httpx2.get(url, timeout=1)  # any HTTP answer means it is serving
+                break
+            except httpx2.TransportError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+        yield url
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
