@@ -9,6 +9,7 @@ from __future__ import annotations
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from m3grpc import ElicitationResponse, MCPTestKit, StdioServer
@@ -18,7 +19,8 @@ from m3grpc.types import ExecutionStatus
 EXAMPLE_SERVER = Path(__file__).resolve().parents[1] / "examples" / "shipping_server.py"
 
 
-def main() -> int:
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the demo; it takes no arguments."""
     # The example server elicits mid-call (`ctx.elicit`), which needs the
     # legacy (2025-11-25) protocol generation's server-to-client requests.
     shipping_server = StdioServer(

@@ -91,6 +91,10 @@ class InputResolver(Protocol):
 
     It may take as long as a human needs; the harness imposes no timeout. It
     may raise an `M3Error` (e.g. `OperationTimeout`) to fail the operation.
+
+    A resolver may also define `async operation_finished(result: OperationResult)`:
+    the harness calls it after each operation completes, so the resolver knows
+    every answer it handed out for that operation reached the server.
     """
 
     async def __call__(self, round: InputRound) -> Mapping[str, ElicitationResponse]: ...

@@ -219,6 +219,7 @@ class _Run:
                 outcome = await self._run_one(stack, index, planned, selected)
                 if outcome.result is not None:
                     results.append(outcome.result)
+                    await self._report_finished(outcome.result)
                 if outcome.error is not None:
                     error = outcome.error
                 if outcome.stop or error is not None:
@@ -226,6 +227,13 @@ class _Run:
         if error is not None:
             raise error
         return results
+
+    async def _report_finished(self, result: OperationResult) -> None:
+        # Optional hook (see InputResolver): the answers handed out for this
+        # operation have reached the server, since it completed.
+        hook = getattr(self._resolver, "operation_finished", None)
+        if hook is not None:
+            await hook(result)
 
     def _ref(self, index: int, step: OperationStep, arguments: Mapping[str, Any]) -> OperationRef:
         return OperationRef(

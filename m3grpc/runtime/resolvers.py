@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from datetime import timedelta
 
 from m3grpc.errors import ManagedInputStateError, OperationTimeout
-from m3grpc.harness import InputRound, OperationRef
+from m3grpc.harness import InputRound
 from m3grpc.plan import answer_from_plan
 from m3grpc.runtime.leases import LeaseHolder
 from m3grpc.runtime.notifier import Notifier, wait_for
@@ -41,7 +41,7 @@ class PlanInputResolver:
     async def __call__(self, round: InputRound) -> Mapping[str, ElicitationResponse]:
         return answer_from_plan(self._plan, round.operation.operation_name, round.requests)
 
-    async def operation_finished(self, operation: OperationRef, result: OperationResult) -> None:
+    async def operation_finished(self, result: OperationResult) -> None:
         return None
 
     async def settle_all(self) -> None:
@@ -113,8 +113,8 @@ class ManagedInputResolver:
         self._delivering[operation.logical_operation_id] = pending.round_id
         return responses
 
-    async def operation_finished(self, operation: OperationRef, result: OperationResult) -> None:
-        await self._settle(operation.logical_operation_id)
+    async def operation_finished(self, result: OperationResult) -> None:
+        await self._settle(result.logical_operation_id)
 
     @property
     def held_round_ids(self) -> list[str]:

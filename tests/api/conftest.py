@@ -92,9 +92,7 @@ class ServerProcess:
         lines: queue.Queue[str] = queue.Queue()
         stdout = self.process.stdout
         assert stdout is not None
-        threading.Thread(
-            target=lambda: [lines.put(line) for line in stdout], daemon=True
-        ).start()
+        threading.Thread(target=lambda: [lines.put(line) for line in stdout], daemon=True).start()
         try:
             line = lines.get(timeout=timeout)
         except queue.Empty:
@@ -171,8 +169,10 @@ class Stubs:
         action: int = elicitation_pb2.ELICITATION_ACTION_ACCEPT,
         request_key: str = "shipping_address",
     ) -> elicitation_service_pb2.RespondResponse:
-        return self.elicitation.Respond(respond_request(round_id, key, content, action=action,
-                                                        request_key=request_key), timeout=30)
+        return self.elicitation.Respond(
+            respond_request(round_id, key, content, action=action, request_key=request_key),
+            timeout=30,
+        )
 
     def result(self, execution_id: str) -> execution_pb2.ExecutionResult:
         response = self.executions.Result(

@@ -9,15 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import os
-import socket
-import subprocess
 import sys
 import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, cast
 
-import httpx2
 import mcp_types as t
 import pytest
 
@@ -36,6 +33,7 @@ from m3grpc.types import (
     OperationResult,
     UrlElicitationRequest,
 )
+from tests.support.mcp_processes import http_mcp_server
 
 SERVERS = Path(__file__).resolve().parents[1] / "mcp_servers"
 ADDRESS = {"street": "1 Main Street", "city": "Pune"}
@@ -468,44 +466,11 @@ async def test_unstartable_server_is_reported() -> None:
 # --- Streamable HTTP ----------------------------------------------------------------------
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 @pytest.fixture
 def http_server(request: pytest.FixtureRequest) -> Iterator[str]:
     """Start tests/mcp_servers/shipping.py over HTTP (variant from `request.param`)."""
-    port = free_port()
-    script = SERVERS / "shipping.py"
-    command = [sys.executable, str(script), "--variant", request.param, "--http"]
-    process = subprocess.Popen(
-        [*command, "--port", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}/mcp"
-    try:
-        deadline = time.monotonic() + 20
-        while True:
-            assert process.poll() is None, "the HTTP test server exited"
-            try:
-                httpx2.get(url, timeout=1)  # any HTTP answer means it is serving
-                break
-            except httpx2.TransportError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.1)
+    with http_mcp_server("shipping", request.param) as url:
         yield url
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
 
 
 @pytest.mark.parametrize("http_server", ["mrtr"], indirect=True)

@@ -1,0 +1,194 @@
+"""The Python remote client: the seed program unchanged but for how the kit is
+built, typed errors rebuilt from the status details, and typed watch events."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from m3grpc.client import (
+    AsyncRemoteMCPTestKit,
+    ExecutionFinished,
+    RemoteMCPTestKit,
+    RoundLeftPending,
+    RoundPending,
+)
+from m3grpc.errors import (
+    ConflictKind,
+    ExecutionNotFoundError,
+    ManagedInputConflict,
+    ManagedInputStateError,
+    ManagedInputValidationError,
+    ModelValidationError,
+    ResultWaitTimeout,
+    RoundNotFoundError,
+    ServerBindingNotFoundError,
+)
+from m3grpc.servers import StdioServer
+from m3grpc.specs import AgentSpec
+from m3grpc.types import (
+    ElicitationResponse,
+    ExecutionOutcome,
+    ExecutionStatus,
+    FormElicitationRequest,
+    ManagedInputStatus,
+)
+
+from .conftest import ADDRESS, BOOKED, ServerProcess
+
+# Only the binding's name goes on the wire; the service decides what it runs.
+shipping_server = StdioServer(name="shipping", command="never-sent-to-the-service")
+
+
+def test_seed_program_runs_unchanged(shared_server: ServerProcess) -> None:
+    with RemoteMCPTestKit(shared_server.address) as kit:
+        agent = kit.agents([{"harness": "scripted", "models": []}])[0]
+        handle = agent.submit(
+            "Ask for the delivery address, then book the shipment.",
+            server=shipping_server,
+            tools=["shipping:book_shipment"],
+            human_input="managed",
+        )
+        deadline = time.monotonic() + 120
+        pending = handle.pending_elicitation()
+        while pending is None and time.monotonic() < deadline:
+            snapshot = handle.snapshot()
+            if snapshot.lifecycle is ExecutionStatus.FINISHED:
+                raise RuntimeError(
+                    f"execution finished before it requested managed input: {snapshot.outcome}"
+                )
+            time.sleep(0.2)
+            pending = handle.pending_elicitation()
+        if pending is None:
+            raise TimeoutError("execution did not request managed input")
+        handle.respond_elicitation(
+            pending.round_id,
+            {
+                "shipping_address": ElicitationResponse(
+                    action="accept", content={"street": "1 Main Street", "city": "Pune"}
+                )
+            },
+            idempotency_key=f"address-{pending.round_id}",
+        )
+        result = handle.result(timeout=120)
+    assert result.outcome is ExecutionOutcome.SUCCEEDED
+    assert result.operations[0].result is not None
+    assert result.operations[0].result["structuredContent"]["result"] == BOOKED
+    assert isinstance(pending.requests["shipping_address"], FormElicitationRequest)
+    assert pending.execution_id == handle.execution_id
+
+
+def test_typed_errors(shared_server: ServerProcess) -> None:
+    with RemoteMCPTestKit(shared_server.address) as kit:
+        agent = kit.agents([{"harness": "scripted"}])[0]
+        handle = agent.submit(
+            "p", server="shipping", tools=["shipping:book_shipment"], human_input="managed"
+        )
+        pending = None
+        for _ in range(600):
+            pending = handle.pending_elicitation()
+            if pending is not None:
+                break
+            time.sleep(0.05)
+        assert pending is not None
+
+        with pytest.raises(ResultWaitTimeout) as waited:
+            handle.result(timeout=0.2)
+        assert isinstance(waited.value, TimeoutError)
+        assert waited.value.metadata["execution_id"] == handle.execution_id
+
+        with pytest.raises(ManagedInputValidationError) as invalid:
+            handle.respond_elicitation(
+                pending.round_id,
+                {"shipping_address": ElicitationResponse(action="accept", content={"x": 1})},
+                idempotency_key="bad",
+            )
+        assert invalid.value.field_violations
+        assert invalid.value.metadata["round_id"] == pending.round_id
+
+        answer = {"shipping_address": ElicitationResponse(action="accept", content=ADDRESS)}
+        handle.respond_elicitation(pending.round_id, answer, idempotency_key="good")
+        handle.respond_elicitation(pending.round_id, answer, idempotency_key="good")  # replay
+        with pytest.raises(ManagedInputConflict) as conflict:
+            handle.respond_elicitation(
+                pending.round_id,
+                {"shipping_address": ElicitationResponse(action="decline")},
+                idempotency_key="good",
+            )
+        assert conflict.value.conflict_kind is ConflictKind.IDEMPOTENCY_KEY_REUSED
+        with pytest.raises(ManagedInputStateError) as state:
+            handle.respond_elicitation(pending.round_id, answer, idempotency_key="other")
+        assert not isinstance(state.value, RoundNotFoundError)
+        with pytest.raises(RoundNotFoundError):
+            handle.respond_elicitation("rnd_missing", answer, idempotency_key="k")
+        with pytest.raises(ExecutionNotFoundError) as missing:
+            kit.handle("exe_missing").snapshot()
+        assert missing.value.metadata == {"execution_id": "exe_missing"}
+        with pytest.raises(ServerBindingNotFoundError):
+            agent.submit("p", server="no-such-binding")
+        with pytest.raises(ModelValidationError):
+            agent.submit("p", server="shipping", human_input="sometimes")  # type: ignore[arg-type]
+        with pytest.raises(ModelValidationError) as bad_tools:
+            agent.submit("p", server="shipping", tools=["elsewhere:tool"])
+        assert [v.field for v in bad_tools.value.field_violations] == ["agent.tools[0]"]
+        assert handle.result(timeout=60).outcome is ExecutionOutcome.SUCCEEDED
+
+
+def test_spec_submission_and_watch_events(shared_server: ServerProcess) -> None:
+    spec = AgentSpec(
+        prompt="p", server=shipping_server, tools=["shipping:book_shipment"], round_limit=2
+    )
+    with RemoteMCPTestKit(shared_server.address) as kit:
+        handle = kit.submit(spec, "managed", request_id="client-spec-1")
+        assert kit.submit(spec, "managed", request_id="client-spec-1").execution_id == (
+            handle.execution_id
+        )
+        events = handle.watch_pending()
+        first = next(events)
+        assert isinstance(first, RoundPending)
+        assert (first.round_index, first.round_limit) == (0, 2)
+        assert first.round.execution_id == handle.execution_id
+        handle.respond_elicitation(
+            first.round.round_id,
+            {"shipping_address": {"action": "decline"}},
+            idempotency_key="decline",
+        )
+        rest = list(events)  # ends after the execution finishes
+        assert isinstance(rest[0], RoundLeftPending)
+        assert rest[0].status is ManagedInputStatus.RESPONSE_VALIDATED
+        assert isinstance(rest[-1], ExecutionFinished)
+        assert rest[-1].state.lifecycle is ExecutionStatus.FINISHED
+        # Resuming from the first event replays the same events.
+        assert [type(e) for e in handle.watch_pending(cursor=first.cursor)] == [
+            type(e) for e in rest
+        ]
+        result = handle.result(timeout=60)
+        assert result.operations[0].result is not None
+        assert "declined" in str(result.operations[0].result)
+
+
+async def test_async_client(shared_server: ServerProcess) -> None:
+    async with AsyncRemoteMCPTestKit(shared_server.address) as kit:
+        agent = kit.agents([{"harness": "scripted", "models": []}])[0]
+        handle = await agent.submit(
+            "p", server=shipping_server, tools=["shipping:book_shipment"], human_input="managed"
+        )
+        events = handle.watch_pending()
+        first = await anext(events)
+        assert isinstance(first, RoundPending)
+        pending = await handle.pending_elicitation()
+        assert pending is not None and pending.round_id == first.round.round_id
+        await handle.respond_elicitation(
+            pending.round_id,
+            {"shipping_address": ElicitationResponse(action="accept", content=ADDRESS)},
+            idempotency_key="async",
+        )
+        rest = [event async for event in events]
+        assert isinstance(rest[-1], ExecutionFinished)
+        result = await handle.result(timeout=60)
+        assert result.outcome is ExecutionOutcome.SUCCEEDED
+        assert (await handle.snapshot()).outcome is ExecutionOutcome.SUCCEEDED
+        await handle.cancel()  # idempotent on a finished execution
+        with pytest.raises(ExecutionNotFoundError):
+            await kit.handle("exe_missing").result(timeout=1)
