@@ -6,6 +6,7 @@ from m3grpc.api import convert, guard, messages, tokens
 from m3grpc.api.gen.m3.v1 import elicitation_service_pb2 as pb
 from m3grpc.api.gen.m3.v1 import elicitation_service_pb2_grpc
 from m3grpc.api.guard import Context
+from m3grpc.api.redaction import elicitation_round_message
 from m3grpc.errors import FieldViolation, ManagedInputValidationError
 from m3grpc.runtime import Runtime
 from m3grpc.types import ManagedInputStatus
@@ -51,7 +52,7 @@ class ElicitationService(elicitation_service_pb2_grpc.ElicitationServiceServicer
     @guard.unary
     async def GetRound(self, request: pb.GetRoundRequest, context: Context) -> pb.GetRoundResponse:
         record = await self._runtime.get_round(request.round_id)
-        return pb.GetRoundResponse(round=messages.elicitation_round_message(record))
+        return pb.GetRoundResponse(round=elicitation_round_message(record))
 
     @guard.unary
     async def ListRounds(
@@ -76,7 +77,7 @@ class ElicitationService(elicitation_service_pb2_grpc.ElicitationServiceServicer
         )
         page = records[:size]
         response = pb.ListRoundsResponse(
-            rounds=[messages.elicitation_round_message(record) for record in page]
+            rounds=[elicitation_round_message(record) for record in page]
         )
         if len(records) > size:
             last = page[-1]

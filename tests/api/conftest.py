@@ -36,6 +36,7 @@ from m3grpc.api.gen.m3.v1 import (
 ROOT = Path(__file__).resolve().parents[2]
 SERVERS = ROOT / "tests" / "mcp_servers"
 READY_PREFIX = "m3grpc serving on "
+SERVE = [sys.executable, "-m", "m3grpc.cli", "serve", "--log-level", "info"]
 ADDRESS = {"street": "1 Main Street", "city": "Pune"}
 BOOKED = "booked shipment to 1 Main Street, Pune"
 
@@ -82,8 +83,7 @@ class ServerProcess:
     def start(self, timeout: float = 60.0) -> ServerProcess:
         with self.log.open("a") as log:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "m3grpc.cli", "serve", "--config", str(self.config)]
-                + ["--listen", "127.0.0.1:0", "--log-level", "info"],
+                [*SERVE, "--config", str(self.config), "--listen", "127.0.0.1:0"],
                 cwd=ROOT,
                 stdout=subprocess.PIPE,
                 stderr=log,

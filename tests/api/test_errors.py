@@ -150,6 +150,12 @@ def test_result_wait_timeout(stubs: Stubs) -> None:
     assert failure.code == grpc.StatusCode.DEADLINE_EXCEEDED
     assert failure.info.reason == "RESULT_WAIT_TIMEOUT"
     assert dict(failure.info.metadata) == {"execution_id": execution_id, "timeout": "0.250s"}
+    # Without a timeout the call's own deadline bounds the wait.
+    with pytest.raises(grpc.RpcError) as caught:
+        stubs.executions.Result(
+            execution_service_pb2.ResultRequest(execution_id=execution_id), timeout=0.5
+        )
+    assert caught.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
     stubs.executions.Cancel(execution_service_pb2.CancelRequest(execution_id=execution_id))
 
 

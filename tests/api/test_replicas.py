@@ -30,7 +30,9 @@ def idle_replica(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Ser
     server.terminate()
 
 
-def _worker_dies_with_a_pending_round(tmp: Path, name: str, **agent: object) -> tuple[str, str, float]:
+def _worker_dies_with_a_pending_round(
+    tmp: Path, name: str, **agent: object
+) -> tuple[str, str, float]:
     """Start a worker replica, get a pending round, SIGKILL the worker.
     Returns (execution_id, round_id, deadline as epoch seconds or 0)."""
     worker = start_server(tmp, name, pool_size=1, lease_seconds=WORKER_LEASE)
@@ -41,7 +43,9 @@ def _worker_dies_with_a_pending_round(tmp: Path, name: str, **agent: object) -> 
     finally:
         worker.kill()
         stubs.close()
-    deadline = pending.deadline.ToDatetime(tzinfo=UTC).timestamp() if pending.HasField("deadline") else 0.0
+    deadline = (
+        pending.deadline.ToDatetime(tzinfo=UTC).timestamp() if pending.HasField("deadline") else 0.0
+    )
     return execution_id, pending.round_id, deadline
 
 

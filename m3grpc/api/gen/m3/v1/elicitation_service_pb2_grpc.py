@@ -99,7 +99,8 @@ class ElicitationServiceServicer:
         FAILED_PRECONDITION (MANAGED_INPUT_STATE_INVALID when the round is not
         pending, e.g. it failed at its deadline or was answered with another
         key; MANAGED_INPUT_RECOVERY_UNAVAILABLE when it can no longer be
-        resumed).
+        resumed), DEADLINE_EXCEEDED (OPERATION_TIMEOUT) when the round's deadline
+        has passed.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

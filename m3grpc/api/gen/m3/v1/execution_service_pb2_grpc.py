@@ -152,7 +152,9 @@ class ExecutionServiceServicer:
         seen pending.
 
         Errors: NOT_FOUND (EXECUTION_NOT_FOUND), INVALID_ARGUMENT
-        (MANAGED_INPUT_INVALID) for a cursor the server cannot read.
+        (MANAGED_INPUT_INVALID) for a cursor the server cannot read or one issued
+        for another `execution_id` filter, UNAVAILABLE (SERVICE_SHUTTING_DOWN)
+        when the server shuts down: reconnect and resume with the last cursor.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

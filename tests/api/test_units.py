@@ -1,0 +1,189 @@
+"""Pure parts of the api layer: the status table, the client's inverse of it,
+tokens, value conversion and the configuration file."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import grpc
+import pytest
+from google.rpc import error_details_pb2
+
+from m3grpc import errors
+from m3grpc.api import convert, tokens
+from m3grpc.api.config import ConfigError, load_config
+from m3grpc.api.status import code_for, internal_status, status_for
+from m3grpc.client.errors import error_from_status
+from m3grpc.errors import ConflictKind, FieldViolation
+from m3grpc.servers import HttpServer, StdioServer
+
+ROOT = Path(__file__).resolve().parents[2]
+
+CASES: list[tuple[errors.M3Error, grpc.StatusCode, str | None]] = [
+    (
+        errors.ModelValidationError(
+            "bad", field_violations=[FieldViolation("agent.tools[0]", "x")]
+        ),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "BadRequest",
+    ),
+    (
+        errors.ManagedInputValidationError("bad", field_violations=[FieldViolation("f", "x")]),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "BadRequest",
+    ),
+    (
+        errors.ManagedInputConflict("c", conflict_kind=ConflictKind.STALE_LEASE),
+        grpc.StatusCode.ABORTED,
+        None,
+    ),
+    (
+        errors.RoundNotFoundError("n", metadata={"round_id": "r"}),
+        grpc.StatusCode.NOT_FOUND,
+        "ResourceInfo",
+    ),
+    (
+        errors.ManagedInputStateError("s", metadata={"round_id": "r", "status": "failed"}),
+        grpc.StatusCode.FAILED_PRECONDITION,
+        "PreconditionFailure",
+    ),
+    (
+        errors.ManagedInputRecoveryError("r", metadata={"round_id": "r", "execution_id": "e"}),
+        grpc.StatusCode.FAILED_PRECONDITION,
+        "PreconditionFailure",
+    ),
+    (errors.OperationTimeout("t"), grpc.StatusCode.DEADLINE_EXCEEDED, None),
+    (errors.ResultWaitTimeout("t"), grpc.StatusCode.DEADLINE_EXCEEDED, None),
+    (
+        errors.ExecutionNotFoundError("e", metadata={"execution_id": "e"}),
+        grpc.StatusCode.NOT_FOUND,
+        "ResourceInfo",
+    ),
+    (
+        errors.ServerBindingNotFoundError("s", metadata={"server": "s"}),
+        grpc.StatusCode.NOT_FOUND,
+        "ResourceInfo",
+    ),
+    (
+        errors.WorkQueueFullError("q", retry_after_seconds=1.5),
+        grpc.StatusCode.RESOURCE_EXHAUSTED,
+        "RetryInfo",
+    ),
+    (errors.ElicitationNotAnsweredError("n"), grpc.StatusCode.FAILED_PRECONDITION, None),
+    (errors.RoundLimitExceededError("l"), grpc.StatusCode.FAILED_PRECONDITION, None),
+]
+
+
+def test_every_typed_error_is_mapped() -> None:
+    mapped = {type(error) for error, _, _ in CASES}
+    typed = {
+        cls
+        for cls in vars(errors).values()
+        if isinstance(cls, type) and issubclass(cls, errors.M3Error)
+    }
+    assert typed - {errors.M3Error} - {c for c in typed if c.__name__.startswith("_")} == mapped
+
+
+@pytest.mark.parametrize(("error", "code", "detail"), CASES, ids=lambda c: type(c).__name__)
+def test_status_table_and_client_inverse(
+    error: errors.M3Error, code: grpc.StatusCode, detail: str | None
+) -> None:
+    assert code_for(error) == code
+    status = status_for(error)
+    assert status.code == code.value[0]
+    assert status.message == error.message
+    names = [d.type_url.rsplit(".", 1)[-1] for d in status.details]
+    assert names == ["ErrorInfo"] + ([detail] if detail else [])
+    rebuilt = error_from_status(status)
+    assert type(rebuilt) is type(error)
+    assert rebuilt is not None
+    assert rebuilt.metadata == error.metadata
+    assert str(rebuilt) == str(error)
+    if isinstance(error, errors.WorkQueueFullError):
+        assert isinstance(rebuilt, errors.WorkQueueFullError)
+        assert rebuilt.retry_after_seconds == error.retry_after_seconds
+    if isinstance(error, errors.ManagedInputConflict):
+        assert isinstance(rebuilt, errors.ManagedInputConflict)
+        assert rebuilt.conflict_kind is error.conflict_kind
+
+
+def test_unknown_exceptions_are_internal() -> None:
+    for error in (ValueError("secret"), errors.M3Error("base class")):
+        status = status_for(error)
+        assert status == internal_status()
+        assert status.code == grpc.StatusCode.INTERNAL.value[0]
+        assert "secret" not in str(status)
+        info = error_details_pb2.ErrorInfo()
+        status.details[0].Unpack(info)
+        assert info.reason == "INTERNAL"
+        assert error_from_status(status) is None  # the client keeps the RpcError
+
+
+def test_page_tokens_and_cursors() -> None:
+    when = datetime(2026, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
+    filters = tokens.filter_digest("e", ["pending"])
+    token = tokens.page_token((when, "rnd_1"), filters)
+    assert tokens.read_page_token(token, filters) == (when, "rnd_1")
+    with pytest.raises(errors.ManagedInputValidationError):
+        tokens.read_page_token(token, tokens.filter_digest("", []))
+    cursor = tokens.Cursor(42, "e", (when, "rnd_1"))
+    assert tokens.read_cursor(tokens.cursor_token(cursor), "e") == cursor
+    assert tokens.read_cursor(tokens.cursor_token(tokens.Cursor(7)), "") == tokens.Cursor(7)
+    for bad in ("", "x", "e30", tokens.cursor_token(tokens.Cursor(7))):
+        with pytest.raises(errors.ManagedInputValidationError):
+            tokens.read_cursor(bad, "other")
+
+
+def test_value_conversion() -> None:
+    data = {"n": 2, "f": 2.5, "list": [1, {"b": True}], "none": None, "s": "x"}
+    assert convert.struct_to_dict(convert.dict_to_struct(data)) == data
+    when = datetime(2026, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
+    assert convert.from_timestamp(convert.timestamp(when)) == when
+    assert convert.duration_json(30) == "30s"
+    assert convert.duration_json(0.25) == "0.250s"
+    assert convert.from_duration(convert.duration(1.5)) == 1.5
+
+
+def test_config(tmp_path: Path) -> None:
+    assert load_config(None).database == "m3.sqlite"
+    assert load_config(None).listen == "127.0.0.1:50051"
+    path = tmp_path / "m3.toml"
+    path.write_text(
+        """
+database = "sqlite:///x.sqlite"
+listen = "0.0.0.0:6000"
+[workers]
+pool_size = 2
+lease_seconds = 5
+queue_capacity = 10
+[servers.local]
+command = "python"
+args = ["server.py"]
+env = { A = "1" }
+cwd = "/srv"
+[servers.remote]
+url = "http://127.0.0.1:8000/mcp"
+headers = { Authorization = "Bearer t" }
+"""
+    )
+    config = load_config(path)
+    assert config.workers.settings().concurrency == 2
+    assert config.workers.settings().lease_duration.total_seconds() == 5
+    assert config.servers["local"] == StdioServer(
+        name="local", command="python", args=("server.py",), env={"A": "1"}, cwd="/srv"
+    )
+    assert config.servers["remote"] == HttpServer(
+        name="remote", url="http://127.0.0.1:8000/mcp", headers={"Authorization": "Bearer t"}
+    )
+    path.write_text("[servers.broken]\nargs = []\n")
+    with pytest.raises(ConfigError):
+        load_config(path)
+    path.write_text("unknown_key = 1\n")
+    with pytest.raises(ConfigError):
+        load_config(path)
+
+
+def test_example_config_loads() -> None:
+    config = load_config(ROOT / "examples" / "m3.toml")
+    assert "shipping" in config.servers
