@@ -19,7 +19,12 @@ from m3grpc.client.events import (
     RoundPending,
     WatchEvent,
 )
-from m3grpc.client.sync import RemoteAgent, RemoteExecutionHandle, RemoteMCPTestKit
+from m3grpc.client.sync import (
+    RemoteAgent,
+    RemoteExecutionHandle,
+    RemoteMCPTestKit,
+    RespondOutcome,
+)
 
 __all__ = [
     "AsyncRemoteAgent",
@@ -29,6 +34,7 @@ __all__ = [
     "RemoteAgent",
     "RemoteExecutionHandle",
     "RemoteMCPTestKit",
+    "RespondOutcome",
     "RoundLeftPending",
     "RoundPending",
     "WatchEvent",

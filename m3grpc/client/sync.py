@@ -13,6 +13,7 @@ Failed calls raise the same typed errors as the embedded API (m3grpc.errors).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -35,6 +36,7 @@ from m3grpc.types import (
     ExecutionResult,
     ExecutionState,
     HumanInput,
+    ManagedInputStatus,
     PendingElicitationRound,
 )
 
@@ -45,6 +47,15 @@ CHANNEL_OPTIONS = [
     ("grpc.keepalive_time_ms", 30_000),
     ("grpc.keepalive_permit_without_calls", 1),
 ]
+
+
+@dataclass(frozen=True)
+class RespondOutcome:
+    """What Respond answered: the round's status after the call, and replay or not."""
+
+    round_id: str
+    status: ManagedInputStatus | None
+    replayed: bool
 
 
 class RemoteMCPTestKit:
@@ -91,6 +102,24 @@ class RemoteMCPTestKit:
         request_id: str | None = None,
     ) -> RemoteExecutionHandle:
         return self._submit(requests.spec_request(spec, human_input, request_id))
+
+    def respond(
+        self,
+        round_id: str,
+        responses: Mapping[str, ElicitationResponse | Mapping[str, Any]],
+        *,
+        idempotency_key: str,
+    ) -> RespondOutcome:
+        """Respond to a round by ID; tells the round's status and whether it was a replay."""
+        response = self._call(
+            self._elicitation.Respond,
+            requests.respond_request(round_id, responses, idempotency_key),
+        )
+        return RespondOutcome(
+            round_id=response.round_id,
+            status=messages.round_status_model(response.status),
+            replayed=response.replayed,
+        )
 
     def handle(self, execution_id: str) -> RemoteExecutionHandle:
         """A handle on an existing execution (e.g. one submitted by another process)."""
@@ -186,10 +215,7 @@ class RemoteExecutionHandle:
         *,
         idempotency_key: str,
     ) -> None:
-        self._kit._call(
-            self._kit._elicitation.Respond,
-            requests.respond_request(round_id, responses, idempotency_key),
-        )
+        self._kit.respond(round_id, responses, idempotency_key=idempotency_key)
 
     def snapshot(self) -> ExecutionState:
         response = self._kit._call(
