@@ -1,74 +1,135 @@
-"""`m3grpc demo`: run an execution that pauses for managed input, answer it, show the result.
+"""`m3grpc demo`: start the gRPC service, run an execution that pauses for managed
+input, answer it over gRPC, and show the result.
 
-It uses the bundled example server (examples/shipping_server.py) over stdio
-and an SQLite store in a temporary directory.
+The service runs as `m3grpc serve` (a subprocess) on a free loopback port with
+an SQLite database in a temporary directory and one server binding: the bundled
+example MCP server (examples/shipping_server.py) over stdio. The client side is
+the seed program, unchanged but for how the kit is built (RemoteMCPTestKit).
 """
 
 from __future__ import annotations
 
+import json
+import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from m3grpc import ElicitationResponse, MCPTestKit, StdioServer
-from m3grpc.storage import SQLiteExecutionStore
-from m3grpc.types import ExecutionStatus
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-EXAMPLE_SERVER = Path(__file__).resolve().parents[1] / "examples" / "shipping_server.py"
+from m3grpc.client import RemoteMCPTestKit
+from m3grpc.types import ElicitationResponse, ExecutionStatus
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE_SERVER = ROOT / "examples" / "shipping_server.py"
+READY = "m3grpc serving on "
+
+
+def _config(directory: Path) -> Path:
+    config = directory / "m3.toml"
+    config.write_text(
+        "\n".join(
+            [
+                f"database = {json.dumps(str(directory / 'm3.sqlite'))}",
+                "[servers.shipping]",
+                f"command = {json.dumps(sys.executable)}",
+                f"args = {json.dumps([str(EXAMPLE_SERVER)])}",
+                # The example elicits mid-call (ctx.elicit): the 2025-11-25 generation.
+                'protocol = "legacy"',
+            ]
+        )
+        + "\n"
+    )
+    return config
+
+
+def _start_service(config: Path) -> tuple[subprocess.Popen[str], str]:
+    service = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "m3grpc.cli",
+            "serve",
+            "--config",
+            str(config),
+            "--listen",
+            "127.0.0.1:0",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert service.stdout is not None
+    line = service.stdout.readline()
+    if not line.startswith(READY):
+        service.kill()
+        raise SystemExit(f"the service did not start: {line!r}")
+    return service, line.removeprefix(READY).strip()
+
+
+def _seed_program(target: str) -> bool:
+    with RemoteMCPTestKit(target) as kit:
+        agent = kit.agents([{"harness": "scripted", "models": []}])[0]
+        handle = agent.submit(
+            "Ask for the delivery address, then book the shipment.",
+            server="shipping",
+            tools=["shipping:book_shipment"],
+            human_input="managed",
+        )
+        print(f"Submit        -> execution {handle.execution_id}")
+        deadline = time.monotonic() + 60
+        pending = handle.pending_elicitation()
+        while pending is None and time.monotonic() < deadline:
+            if handle.snapshot().lifecycle is ExecutionStatus.FINISHED:
+                print(f"finished before asking: {handle.result(timeout=1)}")
+                return False
+            time.sleep(0.1)
+            pending = handle.pending_elicitation()
+        if pending is None:
+            print("the execution did not ask for input within 60 s")
+            return False
+        request = pending.requests["shipping_address"]
+        print(f"GetPending    -> round {pending.round_id}")
+        print(f"                 asks {list(pending.requests)}: {request.message!r}")
+        print(f"Snapshot      -> {handle.snapshot().lifecycle.value}")
+        handle.respond_elicitation(
+            pending.round_id,
+            {
+                "shipping_address": ElicitationResponse(
+                    action="accept", content={"street": "1 Main Street", "city": "Pune"}
+                )
+            },
+            idempotency_key=f"address-{pending.round_id}",
+        )
+        print("Respond       -> accepted")
+        result = handle.result(timeout=60)
+        print(f"Result        -> {result.outcome.value}")
+        for operation in result.operations:
+            content = (operation.result or {}).get("content") or [{}]
+            print(f"                 {operation.operation_name}: {content[0].get('text')}")
+        return result.outcome.value == "succeeded"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the demo; it takes no arguments."""
-    # The example server elicits mid-call (`ctx.elicit`), which needs the
-    # legacy (2025-11-25) protocol generation's server-to-client requests.
-    shipping_server = StdioServer(
-        name="shipping", command=sys.executable, args=(str(EXAMPLE_SERVER),), protocol="legacy"
-    )
     with tempfile.TemporaryDirectory(prefix="m3-demo-") as directory:
-        store = SQLiteExecutionStore(Path(directory) / "executions.sqlite")
+        service, target = _start_service(_config(Path(directory)))
         try:
-            with MCPTestKit(store=store, env={}) as kit:
-                agent = kit.agents([{"harness": "scripted", "models": []}])[0]
-                handle = agent.submit(
-                    "Ask for the delivery address, then book the shipment.",
-                    server=shipping_server,
-                    tools=["shipping:book_shipment"],
-                    human_input="managed",
+            print(f"m3grpc serve  -> listening on {target} (SQLite in {directory})")
+            with grpc.insecure_channel(target) as channel:
+                health = health_pb2_grpc.HealthStub(channel).Check(
+                    health_pb2.HealthCheckRequest(), timeout=10
                 )
-                print(f"submitted execution {handle.execution_id}")
-                deadline = time.monotonic() + 60
-                pending = handle.pending_elicitation()
-                while pending is None and time.monotonic() < deadline:
-                    if handle.snapshot().lifecycle is ExecutionStatus.FINISHED:
-                        print(f"finished before asking: {handle.result(timeout=1)}")
-                        return 1
-                    time.sleep(0.1)
-                    pending = handle.pending_elicitation()
-                if pending is None:
-                    print("the execution did not ask for input within 60 s")
-                    return 1
-                print(f"pending round {pending.round_id}: {list(pending.requests)}")
-                print(f"  lifecycle: {handle.snapshot().lifecycle.value}")
-                handle.respond_elicitation(
-                    pending.round_id,
-                    {
-                        "shipping_address": ElicitationResponse(
-                            action="accept",
-                            content={"street": "1 Main Street", "city": "Pune"},
-                        )
-                    },
-                    idempotency_key=f"address-{pending.round_id}",
-                )
-                result = handle.result(timeout=60)
-                print(f"outcome: {result.outcome.value}")
-                for operation in result.operations:
-                    content = (operation.result or {}).get("content") or [{}]
-                    print(f"  {operation.operation_name}: {content[0].get('text')}")
-                return 0 if result.outcome.value == "succeeded" else 1
+            status = health_pb2.HealthCheckResponse.ServingStatus.Name(health.status)
+            print(f"Health        -> {status}")
+            ok = _seed_program(target)
         finally:
-            store.close()
+            service.terminate()  # SIGTERM: graceful shutdown
+            code = service.wait(timeout=30)
+            print(f"SIGTERM       -> service exited with {code}")
+    return 0 if ok and code == 0 else 1
 
 
 if __name__ == "__main__":

@@ -1,0 +1,23 @@
+"""The README's run command, `m3grpc demo`, works and shows the flow end to end."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_demo_runs_the_service_and_the_seed_flow() -> None:
+    completed = subprocess.run(
+        [sys.executable, "-m", "m3grpc.cli", "demo"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    assert "Health        -> SERVING" in completed.stdout
+    assert "book_shipment: booked shipment to 1 Main Street, Pune" in completed.stdout
+    assert "SIGTERM       -> service exited with 0" in completed.stdout
