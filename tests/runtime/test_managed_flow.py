@@ -351,3 +351,38 @@ def test_prompt_and_resource_rounds(
     assert result.outcome is ExecutionOutcome.SUCCEEDED, result
     assert "1 Main Street" in text_of(result.operations[0].result)
     assert "1 Main Street" in text_of(result.operations[1].result)
+
+
+@pytest.mark.parametrize("variant", ["legacy", "mrtr"])
+def test_round_limit_exceeded_fails_the_operation(
+    kit: MCPTestKit, store: SQLiteExecutionStore, variant: str
+) -> None:
+    agent = kit.agents([{"harness": "scripted", "models": []}])[0]
+    handle = agent.submit(
+        "Keep answering",
+        server=mcp_server("shipping", variant),
+        tools=["shipping:keep_asking"],
+        human_input="managed",
+        round_limit=2,
+    )
+    answered: list[str] = []
+    for _ in range(2):
+
+        def fresh() -> PendingElicitationRound | None:
+            pending = handle.pending_elicitation()
+            return pending if pending is not None and pending.round_id not in answered else None
+
+        pending = eventually(fresh, what="a keep_asking round")
+        (key,) = pending.requests
+        handle.respond_elicitation(
+            pending.round_id,
+            {key: ElicitationResponse(action="accept", content={"answer": "yes"})},
+            idempotency_key=pending.round_id,
+        )
+        answered.append(pending.round_id)
+    result = handle.result(timeout=60)
+    assert result.outcome is ExecutionOutcome.FAILED
+    assert result.failure_code == "round_limit_exceeded"
+    records = store.managed_input_store.list_rounds(execution_id=handle.execution_id)
+    assert [(r.round_index, r.round_limit) for r in records] == [(0, 2), (1, 2)]
+    assert [r.status for r in records] == [ManagedInputStatus.RESOLVED] * 2
