@@ -2,7 +2,8 @@
 # Check the M3 wire contract:
 #   1. buf lint (STANDARD + COMMENTS) and buf format (no diff);
 #   2. buf breaking (FILE) against the committed baseline image;
-#   3. the committed generated Python code matches the protos (drift check).
+#   3. the committed generated Python code matches the protos (drift check);
+#   4. the committed TypeScript and Go client code matches buf.gen.yaml's output.
 #
 # Usage: bash scripts/check-proto.sh
 #
@@ -64,6 +65,15 @@ if git rev-parse --verify -q HEAD >/dev/null && [[ -n "$(git ls-files -- "${GEN_
   fi
 else
   echo "(${GEN_DIR} is not committed yet: git drift check skipped)"
+fi
+
+echo "== generated client drift (clients/typescript/src/gen, clients/go/gen)"
+CLIENT_GEN=(clients/typescript/src/gen clients/go/gen)
+bash scripts/gen-clients.sh >/dev/null
+if [[ -n "$(git status --porcelain -- "${CLIENT_GEN[@]}")" ]]; then
+  git status --porcelain -- "${CLIENT_GEN[@]}" >&2
+  echo "check-proto: generated client code differs from the committed code: regenerate and commit" >&2
+  status=1
 fi
 
 if [[ ${status} -ne 0 ]]; then

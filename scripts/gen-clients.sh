@@ -14,3 +14,5 @@ bash scripts/install-go-tools.sh >/dev/null
 
 rm -rf clients/typescript/src/gen clients/go/gen
 "${BUF}" generate
+# --- TypeScript: the google.rpc error details (vendored protos) into clients/typescript/src/gen ---
+"${BUF}" generate --template clients/typescript/buf.gen.yaml

@@ -34,7 +34,7 @@ if [[ "$(built protoc-gen-go)" != "${want_go}" ]] \
   || [[ "$(built protoc-gen-go-grpc)" != "${want_grpc}" ]]; then
   mkdir -p "${BIN}"
   # `go install tool` builds every tool dependency of the module at its pinned version.
-  (cd "${MODULE}" && GOBIN="${BIN}" GOFLAGS=-mod=readonly go install tool)
+  (cd "${MODULE}" && GOBIN="${BIN}" go install tool)
   for plugin in protoc-gen-go protoc-gen-go-grpc; do
     [[ -x "${BIN}/${plugin}" ]] || { echo "install-go-tools: ${plugin} was not installed" >&2; exit 1; }
   done

@@ -10,6 +10,8 @@ python3 -m pip install --quiet --disable-pip-version-check -e ".[dev]"
 M3_TEST_POSTGRES_URL="$(bash scripts/start-postgres.sh)"
 export M3_TEST_POSTGRES_URL
 eval "$(bash scripts/setup-node.sh)"
+eval "$(bash scripts/setup-typescript.sh)"
+(cd clients/go && go mod download)
 
 echo "== proto: buf lint, buf breaking, generated-code drift"
 BUF="$(bash scripts/install-buf.sh)"
@@ -20,6 +22,13 @@ echo "== ruff, mypy"
 ruff check .
 ruff format --check .
 mypy
+
+echo "== typescript client: typecheck, unit tests"
+npm --prefix clients/typescript run --silent typecheck
+npm --prefix clients/typescript test
+
+echo "== go client: vet, gofmt, test"
+(cd clients/go && go vet ./... && test -z "$(gofmt -l .)" && go test ./...)
 
 echo "== pytest"
 python3 -m pytest -q -p no:cacheprovider "$@"

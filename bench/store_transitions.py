@@ -1,0 +1,249 @@
+"""How many round transitions per second the SQLite store commits, against the raw limit.
+
+Measures, in one run on one machine:
+
+  (i)   raw: committed SQLite transactions per second with the plain sqlite3 module
+        (WAL, BEGIN IMMEDIATE, one small INSERT per transaction, one connection),
+        with synchronous=FULL (the store's default) and NORMAL;
+  (ii)  store: full round cycles per second through SqlManagedInputStore on SQLite,
+        synchronous=FULL: create_round -> submit_responses -> start_delivery ->
+        mark_delivered -> resolve (5 transitions, each its own transaction);
+  (iii) the same store cycles with synchronous=NORMAL, for reference.
+
+Every measurement uses a fresh database file, runs a few untimed warm-up
+iterations, then a fixed number of timed ones: it stops by itself.
+
+    python bench/store_transitions.py [--cycles 300] [--database-dir DIR] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import shutil
+import sqlite3
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+TRANSITIONS_PER_CYCLE = 5
+WARMUP = 10
+
+
+@dataclass
+class Measurement:
+    name: str
+    synchronous: str
+    iterations: int  # timed transactions (raw) or round cycles (store)
+    seconds: float
+    transactions_per_second: float
+    cycles_per_second: float | None = None
+    ratio_to_raw_full: float | None = None
+    ratio_to_raw_same_sync: float | None = None
+
+
+def bench_raw(path: Path, synchronous: str, transactions: int) -> Measurement:
+    """Committed BEGIN IMMEDIATE transactions per second, one small INSERT each."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute(f"PRAGMA synchronous = {synchronous}")
+        conn.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, round_id TEXT, status TEXT)")
+
+        def one(i: int) -> None:
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute("INSERT INTO t (round_id, status) VALUES (?, ?)", (f"r{i}", "pending"))
+            conn.execute("COMMIT")
+
+        for i in range(WARMUP):
+            one(i)
+        start = time.perf_counter()
+        for i in range(transactions):
+            one(i)
+        seconds = time.perf_counter() - start
+    finally:
+        conn.close()
+    return Measurement(
+        name="raw sqlite3 commit (1 INSERT)",
+        synchronous=synchronous,
+        iterations=transactions,
+        seconds=seconds,
+        transactions_per_second=transactions / seconds,
+    )
+
+
+def bench_store(path: Path, synchronous: str, cycles: int) -> Measurement:
+    """Full round cycles per second through SqlManagedInputStore (5 transactions each)."""
+    if str(REPO_ROOT) not in sys.path:
+        sys.path.insert(0, str(REPO_ROOT))
+    from m3grpc.storage import ManagedInputLease, SqlExecutionStore
+    from m3grpc.types import (
+        ElicitationResponse,
+        FormElicitationRequest,
+        PendingElicitationRound,
+    )
+
+    schema = {
+        "type": "object",
+        "properties": {"street": {"type": "string"}, "city": {"type": "string"}},
+        "required": ["street", "city"],
+    }
+    request = FormElicitationRequest(message="Where to?", requested_schema=schema)
+    responses = {
+        "address": ElicitationResponse(action="accept", content={"street": "1 Main", "city": "A"})
+    }
+    execution_store = SqlExecutionStore(path, sqlite_synchronous=synchronous)  # type: ignore[arg-type]
+    store = execution_store.managed_input_store
+    try:
+        # Executions and round inputs are prepared untimed: only transitions are measured.
+        total = WARMUP + cycles
+        execution_ids = [
+            execution_store.create_execution({"n": i}, human_input="managed").state.execution_id
+            for i in range(total)
+        ]
+        now = datetime.now(UTC)
+        rounds = [
+            (
+                PendingElicitationRound(
+                    round_id=f"rnd_{uuid.uuid4().hex}",
+                    execution_id=execution_id,
+                    logical_operation_id="op-0",
+                    server="bench",
+                    operation_kind="tool",
+                    operation_name="book",
+                    requests={"address": request},
+                    created_at=now,
+                ),
+                ManagedInputLease(
+                    owner_id="bench-worker",
+                    lease_token=f"tok-{uuid.uuid4().hex}",
+                    expires_at=now + timedelta(hours=1),
+                ),
+            )
+            for execution_id in execution_ids
+        ]
+
+        def cycle(index: int) -> None:
+            pending, lease = rounds[index]
+            store.create_round(pending, lease=lease)
+            store.submit_responses(pending.round_id, responses, idempotency_key=f"k{index}")
+            store.start_delivery(pending.round_id, lease)
+            store.mark_delivered(pending.round_id, lease)
+            record = store.resolve(pending.round_id, lease)
+            assert record.status.value == "resolved"
+
+        for i in range(WARMUP):
+            cycle(i)
+        start = time.perf_counter()
+        for i in range(WARMUP, total):
+            cycle(i)
+        seconds = time.perf_counter() - start
+    finally:
+        execution_store.close()
+    return Measurement(
+        name="store round cycle (5 transitions)",
+        synchronous=synchronous,
+        iterations=cycles,
+        seconds=seconds,
+        transactions_per_second=cycles * TRANSITIONS_PER_CYCLE / seconds,
+        cycles_per_second=cycles / seconds,
+    )
+
+
+def run(cycles: int, directory: Path) -> list[Measurement]:
+    raw_transactions = cycles * TRANSITIONS_PER_CYCLE
+    raw = {
+        sync: bench_raw(directory / f"raw-{sync.lower()}.sqlite", sync, raw_transactions)
+        for sync in ("FULL", "NORMAL")
+    }
+    store = [
+        bench_store(directory / f"store-{sync.lower()}.sqlite", sync, cycles)
+        for sync in ("FULL", "NORMAL")
+    ]
+    results = [*raw.values(), *store]
+    for m in results:
+        m.ratio_to_raw_full = m.transactions_per_second / raw["FULL"].transactions_per_second
+        m.ratio_to_raw_same_sync = (
+            m.transactions_per_second / raw[m.synchronous].transactions_per_second
+        )
+    return results
+
+
+def table(results: list[Measurement]) -> str:
+    header = (
+        f"{'measurement':<35} {'sync':<6} {'n':>6} {'seconds':>8} "
+        f"{'cycles/s':>9} {'tx/s':>9} {'/raw FULL':>9} {'/raw same':>9}"
+    )
+    lines = [header, "-" * len(header)]
+    for m in results:
+        cycles = f"{m.cycles_per_second:9.1f}" if m.cycles_per_second is not None else f"{'-':>9}"
+        lines.append(
+            f"{m.name:<35} {m.synchronous:<6} {m.iterations:>6} {m.seconds:>8.3f} "
+            f"{cycles} {m.transactions_per_second:>9.1f} "
+            f"{m.ratio_to_raw_full:>9.2f} {m.ratio_to_raw_same_sync:>9.2f}"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--cycles", type=int, default=300, help="timed round cycles per store run (default 300)"
+    )
+    parser.add_argument(
+        "--database-dir",
+        type=Path,
+        default=None,
+        help="where to put the database files (default: a temporary directory, removed after)",
+    )
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    args = parser.parse_args(argv)
+    if args.cycles < 1:
+        parser.error("--cycles must be at least 1")
+
+    temporary = args.database_dir is None
+    directory = Path(tempfile.mkdtemp(prefix="m3-bench-")) if temporary else args.database_dir
+    directory.mkdir(parents=True, exist_ok=True)
+    run_directory = Path(tempfile.mkdtemp(prefix="run-", dir=directory))
+    try:
+        results = run(args.cycles, run_directory)
+    finally:
+        shutil.rmtree(directory if temporary else run_directory, ignore_errors=True)
+
+    environment: dict[str, Any] = {
+        "python": platform.python_version(),
+        "sqlite": sqlite3.sqlite_version,
+        "platform": platform.platform(),
+        "database_dir": str(directory),
+        "transitions_per_cycle": TRANSITIONS_PER_CYCLE,
+    }
+    if args.json:
+        print(
+            json.dumps(
+                {"environment": environment, "results": [asdict(m) for m in results]}, indent=2
+            )
+        )
+    else:
+        print(
+            f"SQLite {environment['sqlite']}, Python {environment['python']}, "
+            f"{environment['platform']}; files in {directory}"
+        )
+        print(table(results))
+        store_full = results[2]
+        print(
+            f"\nstore, synchronous=FULL: {store_full.cycles_per_second:.1f} cycles/s = "
+            f"{store_full.transactions_per_second:.1f} transitions/s = "
+            f"{store_full.ratio_to_raw_full:.0%} of the raw commit limit"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,137 @@
+package m3
+
+import (
+	"time"
+
+	m3v1 "github.com/m3grpc/m3grpc/clients/go/gen/m3/v1"
+)
+
+// The wire types the client returns, under shorter names (they are the
+// generated m3.v1 messages; read them with their Get* methods).
+type (
+	// ExecutionState is a snapshot of an execution (lifecycle, outcome, ...).
+	ExecutionState = m3v1.ExecutionState
+	// ExecutionResult is the terminal result of an execution.
+	ExecutionResult = m3v1.ExecutionResult
+	// OperationResult is what one MCP operation of an execution returned.
+	OperationResult = m3v1.OperationResult
+	// PendingRound is a durable round of elicitation requests waiting for a
+	// response; answer it with Client.Respond.
+	PendingRound = m3v1.PendingElicitationRound
+	// ElicitationRequest is one request of a round (form or URL mode).
+	ElicitationRequest = m3v1.ElicitationRequest
+	// RoundLeftPending tells that a round left the pending status.
+	RoundLeftPending = m3v1.RoundLeftPending
+	// RespondResult is the outcome of Client.Respond: the round's status
+	// and whether the call was an idempotent replay.
+	RespondResult = m3v1.RespondResponse
+
+	// HumanInput is what happens at an elicitation no plan answers.
+	HumanInput = m3v1.HumanInput
+	// ExecutionLifecycle is where an execution is in its lifecycle.
+	ExecutionLifecycle = m3v1.ExecutionLifecycle
+	// ExecutionOutcome is how a finished execution ended.
+	ExecutionOutcome = m3v1.ExecutionOutcome
+	// RoundStatus is the status of an elicitation round.
+	RoundStatus = m3v1.RoundStatus
+	// OperationKind is the category of an MCP operation.
+	OperationKind = m3v1.OperationKind
+	// Action is an MCP elicitation action (accept, decline, cancel).
+	Action = m3v1.ElicitationAction
+)
+
+// Enum values, without their proto prefixes.
+const (
+	HumanInputFail    = m3v1.HumanInput_HUMAN_INPUT_FAIL
+	HumanInputManaged = m3v1.HumanInput_HUMAN_INPUT_MANAGED
+
+	LifecycleQueued          = m3v1.ExecutionLifecycle_EXECUTION_LIFECYCLE_QUEUED
+	LifecycleRunning         = m3v1.ExecutionLifecycle_EXECUTION_LIFECYCLE_RUNNING
+	LifecycleWaitingForInput = m3v1.ExecutionLifecycle_EXECUTION_LIFECYCLE_WAITING_FOR_INPUT
+	LifecycleFinished        = m3v1.ExecutionLifecycle_EXECUTION_LIFECYCLE_FINISHED
+
+	OutcomeSucceeded = m3v1.ExecutionOutcome_EXECUTION_OUTCOME_SUCCEEDED
+	OutcomeFailed    = m3v1.ExecutionOutcome_EXECUTION_OUTCOME_FAILED
+	OutcomeCancelled = m3v1.ExecutionOutcome_EXECUTION_OUTCOME_CANCELLED
+
+	RoundStatusPending           = m3v1.RoundStatus_ROUND_STATUS_PENDING
+	RoundStatusResponseValidated = m3v1.RoundStatus_ROUND_STATUS_RESPONSE_VALIDATED
+	RoundStatusDeliveryStarted   = m3v1.RoundStatus_ROUND_STATUS_DELIVERY_STARTED
+	RoundStatusDelivered         = m3v1.RoundStatus_ROUND_STATUS_DELIVERED
+	RoundStatusResolved          = m3v1.RoundStatus_ROUND_STATUS_RESOLVED
+	RoundStatusFailed            = m3v1.RoundStatus_ROUND_STATUS_FAILED
+
+	OperationKindTool     = m3v1.OperationKind_OPERATION_KIND_TOOL
+	OperationKindPrompt   = m3v1.OperationKind_OPERATION_KIND_PROMPT
+	OperationKindResource = m3v1.OperationKind_OPERATION_KIND_RESOURCE
+
+	ActionAccept  = m3v1.ElicitationAction_ELICITATION_ACTION_ACCEPT
+	ActionDecline = m3v1.ElicitationAction_ELICITATION_ACTION_DECLINE
+	ActionCancel  = m3v1.ElicitationAction_ELICITATION_ACTION_CANCEL
+)
+
+// AgentSpec is an agent run: a harness drives a model against one server
+// binding configured on the service (m3.v1.AgentSpec).
+type AgentSpec struct {
+	// Harness runs the agent, e.g. "scripted" (built in) or "codex". Required.
+	Harness string
+	// Models the harness may use, in order of preference (empty: its default).
+	Models []string
+	// Prompt is the task given to the agent.
+	Prompt string
+	// Server names a server binding configured on the service. Required.
+	Server string
+	// Tools limits the agent to these tools, each "<server>:<tool>".
+	Tools []string
+	// Script is what the scripted harness performs, in order.
+	Script []*m3v1.OperationStep
+	// ElicitationPlan holds predefined answers; must be nil with HumanInputManaged.
+	ElicitationPlan *m3v1.ElicitationPlan
+	// PermissionPolicy says how the harness answers its native permission prompts.
+	PermissionPolicy m3v1.PermissionPolicy
+	// RoundLimit is the most input rounds one operation may ask (0: the server's default, 8).
+	RoundLimit int32
+	// RoundTimeout is, with HumanInputManaged, how long each pending round
+	// waits for a response (0: indefinitely). When it runs out, the round
+	// fails and the execution finishes failed (`operation_timeout`).
+	RoundTimeout time.Duration
+}
+
+// SubmitOption sets an optional field of a submission.
+type SubmitOption func(*m3v1.SubmitRequest)
+
+// WithHumanInput sets what happens at an elicitation no plan answers
+// (default HumanInputFail). HumanInputManaged pauses the execution at a
+// durable pending round.
+func WithHumanInput(h HumanInput) SubmitOption {
+	return func(r *m3v1.SubmitRequest) { r.HumanInput = h }
+}
+
+// WithRequestID makes the submission idempotent (AIP-155): a retry with the
+// same request ID and the same request returns the execution the first call
+// created; with a different request it fails with ErrManagedInputConflict
+// (conflict kind ConflictRequestIDReused).
+func WithRequestID(id string) SubmitOption {
+	return func(r *m3v1.SubmitRequest) { r.RequestId = id }
+}
+
+// Response answers one elicitation request of a round.
+type Response struct {
+	// Action is ActionAccept, ActionDecline or ActionCancel.
+	Action Action
+	// Content is the accepted content, a JSON object (values: nil, bool,
+	// numbers, string, []any, map[string]any). Only for an accept of a form
+	// request, where it must validate against the request's schema.
+	Content map[string]any
+}
+
+// Accept answers with MCP action accept and the given content (nil for a
+// URL request, where accept only records consent).
+func Accept(content map[string]any) Response { return Response{Action: ActionAccept, Content: content} }
+
+// Decline answers with MCP action decline.
+func Decline() Response { return Response{Action: ActionDecline} }
+
+// Dismiss answers with MCP action cancel: the user dismissed this request.
+// It does not cancel the execution (that is Client.Cancel).
+func Dismiss() Response { return Response{Action: ActionCancel} }
