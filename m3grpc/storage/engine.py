@@ -22,7 +22,7 @@ import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import DBAPIError, OperationalError
-from sqlalchemy.pool import NullPool
+from sqlalchemy.pool import QueuePool
 
 from m3grpc.errors import ConflictKind, ManagedInputConflict
 from m3grpc.storage.schema import metadata
@@ -56,8 +56,13 @@ def create_store_engine(
             raise ValueError("an SQLite store needs a file path; use EphemeralExecutionStore")
         engine = sa.create_engine(
             url,
-            # One connection per operation: no handle outlives the operation.
-            poolclass=NullPool,
+            # One connection per operation, checked out of a small pool and
+            # returned when the operation ends. Reusing connections matters:
+            # closing the last connection to a WAL database checkpoints and
+            # deletes the -wal file, which costs more than the commit itself.
+            poolclass=QueuePool,
+            pool_size=4,
+            max_overflow=16,
             connect_args={"timeout": busy_timeout_ms / 1000, "check_same_thread": False},
         )
         _configure_sqlite(engine, busy_timeout_ms, sqlite_synchronous)

@@ -39,19 +39,18 @@ from m3grpc.storage.events import (
     append_event,
     last_seq,
     read_events,
-    round_event_kind,
 )
 from m3grpc.storage.managed_input import (
-    _NON_TERMINAL,
     RECOVERY_FAILURE_CODE,
     Clock,
     SqlManagedInputStore,
+    fail_open_rounds,
     finish_execution_failed,
     new_lease_token,
     utc_now,
 )
 from m3grpc.storage.response_validation import require_identifier
-from m3grpc.storage.schema import executions, rounds
+from m3grpc.storage.schema import executions
 from m3grpc.types import (
     ExecutionOutcome,
     ExecutionResult,
@@ -59,7 +58,6 @@ from m3grpc.types import (
     ExecutionStatus,
     HumanInput,
     ManagedInputLease,
-    ManagedInputStatus,
     ensure_aware,
 )
 
@@ -279,6 +277,13 @@ class SqlExecutionStore:
 
     def _finish(self, conn: Connection, execution_id: str, result: ExecutionResult) -> None:
         now = result.finished_at
+        fail_open_rounds(
+            conn,
+            execution_id,
+            now=now,
+            failure_code="execution_finished",
+            failure_message=f"the execution finished ({result.outcome.value}) before the round",
+        )
         conn.execute(
             executions.update()
             .where(executions.c.execution_id == execution_id)
@@ -355,31 +360,6 @@ class SqlExecutionStore:
                 raise ManagedInputRecoveryError(
                     "the execution's worker still holds a live lease",
                     metadata={"execution_id": execution_id},
-                )
-            open_rounds = conn.execute(
-                sa.select(rounds.c.round_id, rounds.c.status)
-                .where(rounds.c.execution_id == execution_id)
-                .where(rounds.c.status.in_([s.value for s in _NON_TERMINAL]))
-            ).all()
-            for round_id, status in open_rounds:
-                conn.execute(
-                    rounds.update()
-                    .where(rounds.c.round_id == round_id)
-                    .values(
-                        status=ManagedInputStatus.FAILED.value,
-                        failed_at=now,
-                        updated_at=now,
-                        failure_code=RECOVERY_FAILURE_CODE,
-                        failure_message=message,
-                    )
-                )
-                append_event(
-                    conn,
-                    round_event_kind(status),
-                    execution_id=execution_id,
-                    round_id=round_id,
-                    status=ManagedInputStatus.FAILED.value,
-                    created_at=now,
                 )
             finish_execution_failed(
                 conn,

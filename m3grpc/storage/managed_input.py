@@ -20,6 +20,7 @@ import secrets
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from types import SimpleNamespace
 from typing import Any, Protocol, runtime_checkable
 
 import sqlalchemy as sa
@@ -380,28 +381,17 @@ class SqlManagedInputStore:
                     metadata={"round_id": round_id, "execution_id": row.execution_id},
                 )
             validate_responses(_REQUESTS.validate_python(row.requests), answer)
-            conn.execute(
-                rounds.update()
-                .where(rounds.c.round_id == round_id)
-                .where(rounds.c.status == ManagedInputStatus.PENDING.value)
-                .values(
-                    status=ManagedInputStatus.RESPONSE_VALIDATED.value,
-                    responses=responses_document(answer),
-                    idempotency_key=idempotency_key,
-                    response_digest=digest,
-                    response_validated_at=now,
-                    updated_at=now,
-                )
-            )
-            append_event(
+            written = self._write(
                 conn,
-                EventKind.ROUND_LEFT_PENDING,
-                execution_id=row.execution_id,
-                round_id=round_id,
-                status=ManagedInputStatus.RESPONSE_VALIDATED.value,
-                created_at=now,
+                row,
+                status=ManagedInputStatus.RESPONSE_VALIDATED,
+                now=now,
+                responses=responses_document(answer),
+                idempotency_key=idempotency_key,
+                response_digest=digest,
+                response_validated_at=now,
             )
-            return ResponseSubmission(_record(self._load(conn, round_id)), replayed=False)
+            return ResponseSubmission(_record(written), replayed=False)
 
     # -- worker transitions (compare-and-set on owner_id + lease_token) -------
 
@@ -429,7 +419,7 @@ class SqlManagedInputStore:
                     conflict_kind=ConflictKind.STALE_LEASE,
                     metadata={"round_id": round_id},
                 )
-            self._write(
+            written = self._write(
                 conn,
                 row,
                 status=ManagedInputStatus(row.status),
@@ -437,21 +427,21 @@ class SqlManagedInputStore:
                 lease_token=new_lease_token(),
                 lease_expires_at=now + lease_duration,
             )
-            return _record(self._load(conn, round_id))
+            return _record(written)
 
     def renew(
         self, round_id: str, lease: ManagedInputLease, *, lease_duration: timedelta
     ) -> ManagedInputRecord:
         with write_transaction(self._engine) as conn:
             row, now = self._guard(conn, round_id, lease, _NON_TERMINAL)
-            self._write(
+            written = self._write(
                 conn,
                 row,
                 status=ManagedInputStatus(row.status),
                 now=now,
                 lease_expires_at=now + lease_duration,
             )
-            return _record(self._load(conn, round_id))
+            return _record(written)
 
     def start_delivery(self, round_id: str, lease: ManagedInputLease) -> ManagedInputRecord:
         # delivery_started -> delivery_started is a retry by the same live owner.
@@ -516,7 +506,7 @@ class SqlManagedInputStore:
                     metadata={"round_id": round_id, "execution_id": row.execution_id},
                 )
             message = "the worker that owned this round disappeared; it cannot be resumed"
-            self._write(
+            written = self._write(
                 conn,
                 row,
                 status=ManagedInputStatus.FAILED,
@@ -532,7 +522,7 @@ class SqlManagedInputStore:
                 failure_code=RECOVERY_FAILURE_CODE,
                 failure_message=message,
             )
-            return _record(self._load(conn, round_id))
+            return _record(written)
 
     def expired_round_ids(self) -> list[str]:
         """Non-terminal rounds whose owner's lease has expired: recovery's work list."""
@@ -567,10 +557,10 @@ class SqlManagedInputStore:
                 values["delivery_attempts"] = row.delivery_attempts + 1
             if failure is not None:
                 values["failure_code"], values["failure_message"] = failure
-            self._write(conn, row, status=target, now=now, **values)
+            written = self._write(conn, row, status=target, now=now, **values)
             if target is ManagedInputStatus.DELIVERY_STARTED:
                 _set_execution_lifecycle(conn, row.execution_id, ExecutionStatus.RUNNING, now)
-            return _record(self._load(conn, round_id))
+            return _record(written)
 
     def _guard(
         self,
@@ -613,8 +603,11 @@ class SqlManagedInputStore:
         status: ManagedInputStatus,
         now: datetime,
         **values: Any,
-    ) -> None:
-        # Guard the UPDATE with what was read: a concurrent writer cannot slip in.
+    ) -> dict[str, Any]:
+        """Write the transition; returns the round's new row (no re-read needed).
+
+        The UPDATE is guarded with what was read, so a concurrent writer
+        cannot slip in between."""
         result = conn.execute(
             rounds.update()
             .where(rounds.c.round_id == row.round_id)
@@ -637,6 +630,7 @@ class SqlManagedInputStore:
                 status=status.value,
                 created_at=now,
             )
+        return {**row._mapping, **values, "status": status.value, "updated_at": now}
 
     @staticmethod
     def _load(conn: Connection, round_id: str, *, for_update: bool = False) -> Row[Any]:
@@ -672,10 +666,48 @@ class SQLiteManagedInputStore(SqlManagedInputStore):
         super().__init__(engine, clock=clock)
 
 
+def fail_open_rounds(
+    conn: Connection, execution_id: str, *, now: datetime, failure_code: str, failure_message: str
+) -> list[str]:
+    """Fail every non-terminal round of the execution, inside the caller's transaction.
+
+    An execution that finishes leaves no round open: nothing could deliver to it."""
+    open_rounds = conn.execute(
+        sa.select(rounds.c.round_id, rounds.c.status)
+        .where(rounds.c.execution_id == execution_id)
+        .where(rounds.c.status.in_([s.value for s in _NON_TERMINAL]))
+    ).all()
+    for round_id, status in open_rounds:
+        conn.execute(
+            rounds.update()
+            .where(rounds.c.round_id == round_id)
+            .values(
+                status=ManagedInputStatus.FAILED.value,
+                failed_at=now,
+                updated_at=now,
+                failure_code=failure_code,
+                failure_message=failure_message,
+            )
+        )
+        append_event(
+            conn,
+            round_event_kind(status),
+            execution_id=execution_id,
+            round_id=round_id,
+            status=ManagedInputStatus.FAILED.value,
+            created_at=now,
+        )
+    return [round_id for round_id, _status in open_rounds]
+
+
 def finish_execution_failed(
     conn: Connection, execution_id: str, *, now: datetime, failure_code: str, failure_message: str
 ) -> bool:
-    """Finish an unfinished execution as failed, inside the caller's transaction."""
+    """Finish an unfinished execution as failed (with its open rounds), inside the
+    caller's transaction."""
+    fail_open_rounds(
+        conn, execution_id, now=now, failure_code=failure_code, failure_message=failure_message
+    )
     result = conn.execute(
         executions.update()
         .where(executions.c.execution_id == execution_id)
@@ -736,7 +768,8 @@ def _state_error(row: Row[Any], message: str) -> ManagedInputStateError:
     )
 
 
-def _record(row: Row[Any]) -> ManagedInputRecord:
+def _record(source: Row[Any] | Mapping[str, Any]) -> ManagedInputRecord:
+    row = SimpleNamespace(**(source._mapping if isinstance(source, Row) else source))
     lease = (
         ManagedInputLease(
             owner_id=row.owner_id, lease_token=row.lease_token, expires_at=row.lease_expires_at

@@ -30,6 +30,7 @@ from m3grpc.storage import (
 from m3grpc.types import (
     ElicitationResponse,
     ExecutionOutcome,
+    ExecutionResult,
     ExecutionStatus,
     ManagedInputLease,
     ManagedInputStatus,
@@ -726,3 +727,47 @@ def test_times_are_utc_aware(
     record = store.get_round(round_id)
     assert record.created_at.tzinfo is not None
     assert record.pending.created_at.astimezone(UTC) == clock()
+
+
+def test_recovery_of_one_round_closes_its_sibling_rounds(
+    store: SqlManagedInputStore, execution_store: SqlExecutionStore, clock: ManualClock
+) -> None:
+    execution_id = new_execution(execution_store)
+    expiring = store.create_round(
+        make_round(execution_id, clock, logical_operation_id="op-a"),
+        lease=make_lease(clock, seconds=10),
+    )
+    sibling_lease = make_lease(clock, seconds=300)
+    sibling = store.create_round(
+        make_round(execution_id, clock, logical_operation_id="op-b"), lease=sibling_lease
+    )
+    clock.advance(20)
+    store.fail_recovery(expiring.round_id)
+    assert execution_store.get_state(execution_id).lifecycle is ExecutionStatus.FINISHED
+    closed = store.get_round(sibling.round_id)
+    assert closed.status is ManagedInputStatus.FAILED
+    assert closed.failure_code == RECOVERY_FAILURE_CODE
+    with pytest.raises(ManagedInputStateError):
+        store.submit_responses(sibling.round_id, ACCEPT, idempotency_key="k")
+
+
+def test_finishing_an_execution_closes_its_open_rounds(
+    store: SqlManagedInputStore, execution_store: SqlExecutionStore, clock: ManualClock
+) -> None:
+    execution_store.create_execution({"p": 1}, human_input="managed")
+    claimed = execution_store.claim_next(owner_id="w", lease_duration=timedelta(seconds=30))
+    assert claimed is not None
+    pending = make_round(claimed.execution_id, clock)
+    store.create_round(pending, lease=claimed.lease)
+    execution_store.finish(
+        claimed.execution_id,
+        claimed.lease,
+        ExecutionResult(
+            execution_id=claimed.execution_id,
+            outcome=ExecutionOutcome.SUCCEEDED,
+            finished_at=clock(),
+        ),
+    )
+    record = store.get_round(pending.round_id)
+    assert record.status is ManagedInputStatus.FAILED
+    assert record.failure_code == "execution_finished"
