@@ -644,7 +644,7 @@ class SqlManagedInputStore:
 
 
 class SQLiteManagedInputStore(SqlManagedInputStore):
-    """The provided SQLite ManagedInputStore: one connection per operation, no close()."""
+    """The provided SQLite ManagedInputStore: one (pooled) connection per operation, no close()."""
 
     def __init__(
         self,
