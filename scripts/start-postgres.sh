@@ -31,15 +31,22 @@ if [ "$(id -u)" = 0 ]; then
   RUNAS=(runuser -u postgres --)
 fi
 
-if [ ! -s "$PGDATA/PG_VERSION" ]; then
+init_cluster() {
+  rm -rf "$PGDATA"
   mkdir -p "$PGDATA"
-  [ "$(id -u)" = 0 ] && chown postgres "$PGDATA"
+  if [ "$(id -u)" = 0 ]; then chown postgres "$PGDATA"; fi
   "${RUNAS[@]}" "$PGBIN/initdb" -D "$PGDATA" -U m3 --auth=trust --no-sync >/dev/null
-fi
+}
 
-if ! "${RUNAS[@]}" "$PGBIN/pg_ctl" -D "$PGDATA" status >/dev/null 2>&1; then
+start_server() {
   "${RUNAS[@]}" "$PGBIN/pg_ctl" -D "$PGDATA" -l "$PGDATA/server.log" -w \
     -o "-c listen_addresses=127.0.0.1 -p $PGPORT -k $PGDATA -c fsync=off -c max_connections=200" \
     start >/dev/null
+}
+
+[ -s "$PGDATA/PG_VERSION" ] || init_cluster
+if ! "${RUNAS[@]}" "$PGBIN/pg_ctl" -D "$PGDATA" status >/dev/null 2>&1; then
+  # A cluster left behind by a killed run may not start again: start afresh.
+  start_server || { init_cluster && start_server; }
 fi
 echo "$URL"
