@@ -46,7 +46,7 @@ def clock() -> ManualClock:
     return ManualClock()
 
 
-def _postgres_database() -> Iterator[str]:
+def postgres_database() -> Iterator[str]:
     assert POSTGRES_URL is not None
     name = f"m3_test_{uuid.uuid4().hex[:12]}"
     admin = sa.create_engine(POSTGRES_URL, isolation_level="AUTOCOMMIT")
@@ -77,7 +77,7 @@ def database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     if request.param == "sqlite":
         yield str(tmp_path / "executions.sqlite")
     else:
-        yield from _postgres_database()
+        yield from postgres_database()
 
 
 @pytest.fixture
