@@ -11,14 +11,15 @@ or left pending after S, unless it became pending after S (then its live
 snapshot cursor resumes the rest of the same snapshot, even after a restart.
 
 `round_changed` events are internal: they are not sent but move the position.
-Live tailing polls the log (the stream's own lifetime bounds the loop).
+Live tailing wakes on every write this process commits and polls the log for
+writes of other replicas (the stream's own lifetime bounds the loop).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import AsyncIterator
+from typing import Any
 
 from m3grpc.api import convert, messages
 from m3grpc.api.gen.m3.v1 import execution_service_pb2
@@ -121,34 +122,43 @@ class PendingWatch:
 
     async def _live(self, after: int, execution_id: str) -> AsyncIterator[WatchEvent]:
         while True:
-            # Read the state before the events: a finish committed before this
-            # read is in the batch below, so ending the stream loses nothing.
-            finished = execution_id != "" and await self._finished(execution_id)
-            batch = await self._runtime.events_after(
-                after, execution_id=execution_id or None, limit=_PAGE
-            )
-            for event in batch:
-                after = event.seq
-                message = await self._message(event, Cursor(event.seq, execution_id))
-                if message is not None:
-                    yield message
-                if execution_id and event.kind is EventKind.EXECUTION_FINISHED:
-                    return
-            if batch:
-                continue
-            if finished:
-                return  # it finished at or before the cursor
-            await self._idle()
+            # Registered before the reads: a commit of this process after them
+            # wakes the wait below at once (other replicas' writes: the poll).
+            with self._runtime.events_waiter() as wake:
+                # Read the state before the events: a finish committed before this
+                # read is in the batch below, so ending the stream loses nothing.
+                finished = execution_id != "" and await self._finished(execution_id)
+                batch = await self._runtime.events_after(
+                    after, execution_id=execution_id or None, limit=_PAGE
+                )
+                for event in batch:
+                    after = event.seq
+                    message = await self._message(event, Cursor(event.seq, execution_id))
+                    if message is not None:
+                        yield message
+                    if execution_id and event.kind is EventKind.EXECUTION_FINISHED:
+                        return
+                if batch:
+                    continue
+                if finished:
+                    return  # it finished at or before the cursor
+                await self._idle(wake)
 
     async def _finished(self, execution_id: str) -> bool:
         state = await self._runtime.snapshot(execution_id)
         return state.lifecycle is ExecutionStatus.FINISHED
 
-    async def _idle(self) -> None:
+    async def _idle(self, wake: asyncio.Future[None]) -> None:
         if self._shutdown.is_set():
             raise ServiceShuttingDown
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._shutdown.wait(), self._poll_interval)
+        shutdown: asyncio.Future[Any] = asyncio.ensure_future(self._shutdown.wait())
+        waits: set[asyncio.Future[Any]] = {wake, shutdown}
+        try:
+            await asyncio.wait(
+                waits, timeout=self._poll_interval, return_when=asyncio.FIRST_COMPLETED
+            )
+        finally:
+            shutdown.cancel()
         if self._shutdown.is_set():
             raise ServiceShuttingDown
 

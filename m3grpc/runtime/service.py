@@ -7,8 +7,9 @@ store call runs in a worker thread so the loop never blocks on SQL.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -39,6 +40,9 @@ from m3grpc.types import (
     ManagedInputStatus,
 )
 
+# The notifier key woken after every committed write of this process.
+EVENTS_KEY = "m3:events"
+
 
 def default_harnesses() -> dict[str, Harness]:
     return {"scripted": ScriptedHarness()}
@@ -68,6 +72,8 @@ class Runtime:
 
     async def start(self) -> None:
         self._notifier = Notifier(asyncio.get_running_loop())
+        # Every write this process commits may have appended events: wake watchers.
+        self.store.add_commit_listener(self.notify_events)
         self._pool = WorkerPool(
             self.store, self._notifier, self.harnesses, self.settings, self._env
         )
@@ -76,6 +82,7 @@ class Runtime:
     async def stop(self, grace: float = 10.0) -> None:
         if self._pool is not None:
             await self._pool.stop(grace)
+        self.store.remove_commit_listener(self.notify_events)
 
     @property
     def notifier(self) -> Notifier:
@@ -226,6 +233,21 @@ class Runtime:
         return await asyncio.to_thread(
             self.store.read_events, after_seq=after_seq, execution_id=execution_id, limit=limit
         )
+
+    def notify_events(self) -> None:
+        if self._notifier is not None:
+            self._notifier.notify(EVENTS_KEY)
+
+    @contextlib.contextmanager
+    def events_waiter(self) -> Iterator[asyncio.Future[None]]:
+        """A future resolved by the next write this process commits. Register it
+        before reading the event log, so no commit slips between read and wait;
+        writes by other replicas are only seen by polling."""
+        wake = self.notifier.register(EVENTS_KEY)
+        try:
+            yield wake
+        finally:
+            self.notifier.unregister(EVENTS_KEY, wake)
 
     async def last_event_seq(self) -> int:
         return await asyncio.to_thread(self.store.last_event_seq)

@@ -13,10 +13,11 @@ with `SELECT ... FOR UPDATE`.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal
+from weakref import WeakKeyDictionary
 
 import sqlalchemy as sa
 from sqlalchemy import event
@@ -103,6 +104,25 @@ def ensure_schema(engine: Engine) -> None:
         metadata.create_all(conn)
 
 
+CommitListener = Callable[[], None]
+_COMMIT_LISTENERS: WeakKeyDictionary[Engine, list[CommitListener]] = WeakKeyDictionary()
+
+
+def add_commit_listener(engine: Engine, listener: CommitListener) -> None:
+    """Call `listener` after every committed write transaction on `engine`.
+
+    It runs on the committing thread, after the commit is visible to readers;
+    it must be quick and must not raise (the runtime uses it to wake watchers).
+    """
+    _COMMIT_LISTENERS.setdefault(engine, []).append(listener)
+
+
+def remove_commit_listener(engine: Engine, listener: CommitListener) -> None:
+    listeners = _COMMIT_LISTENERS.get(engine, [])
+    if listener in listeners:
+        listeners.remove(listener)
+
+
 @contextmanager
 def write_transaction(engine: Engine) -> Iterator[Connection]:
     """A read-then-write transaction (BEGIN IMMEDIATE on SQLite), committed on exit.
@@ -115,6 +135,8 @@ def write_transaction(engine: Engine) -> Iterator[Connection]:
             conn.execution_options(**{_WRITE_OPTION: True})
             with conn.begin():
                 yield conn
+        for listener in _COMMIT_LISTENERS.get(engine, ()):
+            listener()
     except OperationalError as exc:
         if _is_lock_contention(exc):
             raise ManagedInputConflict(

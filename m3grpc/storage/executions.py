@@ -13,7 +13,7 @@ import os
 import shutil
 import tempfile
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -29,8 +29,10 @@ from m3grpc.errors import (
 )
 from m3grpc.storage.engine import (
     SQLiteSynchronous,
+    add_commit_listener,
     create_store_engine,
     read_transaction,
+    remove_commit_listener,
     write_transaction,
 )
 from m3grpc.storage.events import (
@@ -105,6 +107,13 @@ class SqlExecutionStore:
         if self._managed_input_store is None:
             self._managed_input_store = SqlManagedInputStore(self._engine, clock=self._clock)
         return self._managed_input_store
+
+    def add_commit_listener(self, listener: Callable[[], None]) -> None:
+        """Call `listener` after every write this process commits to the store."""
+        add_commit_listener(self._engine, listener)
+
+    def remove_commit_listener(self, listener: Callable[[], None]) -> None:
+        remove_commit_listener(self._engine, listener)
 
     @property
     def dialect(self) -> str:
