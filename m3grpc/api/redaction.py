@@ -8,7 +8,7 @@ from __future__ import annotations
 from m3grpc.api import convert
 from m3grpc.api.gen.m3.v1 import elicitation_pb2
 from m3grpc.api.messages import request_message
-from m3grpc.storage.response_validation import responses_digest
+from m3grpc.storage.managed_input import redact_responses
 from m3grpc.types import ManagedInputRecord
 
 
@@ -35,14 +35,13 @@ def elicitation_round_message(record: ManagedInputRecord) -> elicitation_pb2.Eli
     for key, request in pending.requests.items():
         message.requests[key].CopyFrom(request_message(request))
     if record.responses is not None:
-        # Same projection as ManagedInputStore.redacted_responses, from the record
-        # already read (one query per page, not one per round).
-        redacted = message.responses
-        redacted.idempotency_key = record.idempotency_key or ""
-        redacted.digest = responses_digest(record.responses)
-        for key, response in record.responses.items():
-            redacted.responses[key].action = convert.ACTION.wire(response.action)
-            redacted.responses[key].content_keys.extend(sorted(response.content or {}))
+        # The store's projection, from the record already read (one query per page).
+        redacted = redact_responses(record)
+        message.responses.idempotency_key = redacted.idempotency_key or ""
+        message.responses.digest = redacted.digest or ""
+        for key, action in redacted.actions.items():
+            message.responses.responses[key].action = convert.ACTION.wire(action)
+            message.responses.responses[key].content_keys.extend(redacted.content_keys[key])
     for field, value in (
         ("deadline", pending.deadline),
         ("response_validate_time", record.response_validated_at),

@@ -316,18 +316,7 @@ class SqlManagedInputStore:
             return [_record(row) for row in conn.execute(query)]
 
     def redacted_responses(self, round_id: str) -> RedactedResponses:
-        record = self.get_round(round_id)
-        responses = record.responses or {}
-        return RedactedResponses(
-            round_id=record.round_id,
-            status=record.status,
-            idempotency_key=record.idempotency_key,
-            actions={key: value.action for key, value in responses.items()},
-            content_keys={
-                key: tuple(sorted(value.content or {})) for key, value in responses.items()
-            },
-            digest=responses_digest(responses) if record.responses is not None else None,
-        )
+        return redact_responses(self.get_round(round_id))
 
     # -- the caller's transition ---------------------------------------------
 
@@ -758,6 +747,20 @@ def _set_execution_lifecycle(
             )
         )
         .values(lifecycle=lifecycle.value, updated_at=now)
+    )
+
+
+def redact_responses(record: ManagedInputRecord) -> RedactedResponses:
+    """The diagnostic projection of a round's responses: actions, content keys, the
+    idempotency key and a digest; never the content values."""
+    responses = record.responses or {}
+    return RedactedResponses(
+        round_id=record.round_id,
+        status=record.status,
+        idempotency_key=record.idempotency_key,
+        actions={key: value.action for key, value in responses.items()},
+        content_keys={key: tuple(sorted(value.content or {})) for key, value in responses.items()},
+        digest=responses_digest(responses) if record.responses is not None else None,
     )
 
 

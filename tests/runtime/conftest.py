@@ -10,7 +10,15 @@ from typing import TypeVar
 
 import pytest
 
-from m3grpc import ExecutionHandle, MCPTestKit, PendingElicitationRound, StdioServer
+from m3grpc import (
+    ElicitationResponse,
+    ExecutionHandle,
+    ExecutionResult,
+    MCPTestKit,
+    PendingElicitationRound,
+    StdioServer,
+)
+from m3grpc.servers import ServerBinding
 from m3grpc.storage import SQLiteExecutionStore
 from m3grpc.types import ExecutionStatus
 
@@ -77,3 +85,22 @@ def text_of(result: object) -> str:
         if isinstance(block.get("content"), dict) and "text" in block["content"]:
             return str(block["content"]["text"])
     raise AssertionError(f"no text in {result}")
+
+
+ADDRESS = {"street": "1 Main Street", "city": "Pune"}
+BOOKED = "booked shipment to 1 Main Street, Pune"
+
+
+def book_shipment_managed(kit: MCPTestKit, server: ServerBinding) -> tuple[str, ExecutionResult]:
+    """The seed flow: submit managed, answer the address round; (round_id, result)."""
+    agent = kit.agents([{"harness": "scripted", "models": []}])[0]
+    handle = agent.submit(
+        "Book it.", server=server, tools=["shipping:book_shipment"], human_input="managed"
+    )
+    pending = wait_pending(handle)
+    handle.respond_elicitation(
+        pending.round_id,
+        {"shipping_address": ElicitationResponse(action="accept", content=ADDRESS)},
+        idempotency_key=f"address-{pending.round_id}",
+    )
+    return pending.round_id, handle.result(timeout=60)
