@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install the TypeScript client's Node packages from clients/typescript/package-lock.json:
 #   - @bufbuild/protobuf, @connectrpc/connect, @connectrpc/connect-node  (runtime)
-#   - @bufbuild/protoc-gen-es  (the local buf plugin used by scripts/gen-clients.sh)
+#   - @bufbuild/protoc-gen-es  (the local buf plugin used by scripts/gen-proto.sh)
 #   - typescript, @types/node  (build)
 # All pinned to versions that run on the system Node 20.
 #

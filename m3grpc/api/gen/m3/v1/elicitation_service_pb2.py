@@ -25,33 +25,34 @@ _sym_db = _symbol_database.Default()
 from m3grpc.api.gen.m3.v1 import elicitation_pb2 as m3_dot_v1_dot_elicitation__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1fm3/v1/elicitation_service.proto\x12\x05m3.v1\x1a\x17m3/v1/elicitation.proto\")\n\x11GetPendingRequest\x12\x14\n\x0c\x65xecution_id\x18\x01 \x01(\t\"C\n\x12GetPendingResponse\x12-\n\x05round\x18\x01 \x01(\x0b\x32\x1e.m3.v1.PendingElicitationRound\"\xc2\x01\n\x0eRespondRequest\x12\x10\n\x08round_id\x18\x01 \x01(\t\x12\x37\n\tresponses\x18\x02 \x03(\x0b\x32$.m3.v1.RespondRequest.ResponsesEntry\x12\x17\n\x0fidempotency_key\x18\x03 \x01(\t\x1aL\n\x0eResponsesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12)\n\x05value\x18\x02 \x01(\x0b\x32\x1a.m3.v1.ElicitationResponse:\x02\x38\x01\"Y\n\x0fRespondResponse\x12\x10\n\x08round_id\x18\x01 \x01(\t\x12\"\n\x06status\x18\x02 \x01(\x0e\x32\x12.m3.v1.RoundStatus\x12\x10\n\x08replayed\x18\x03 \x01(\x08\"#\n\x0fGetRoundRequest\x12\x10\n\x08round_id\x18\x01 \x01(\t\":\n\x10GetRoundResponse\x12&\n\x05round\x18\x01 \x01(\x0b\x32\x17.m3.v1.ElicitationRound\"v\n\x11ListRoundsRequest\x12\x11\n\tpage_size\x18\x01 \x01(\x05\x12\x12\n\npage_token\x18\x02 \x01(\t\x12\x14\n\x0c\x65xecution_id\x18\x03 \x01(\t\x12$\n\x08statuses\x18\x04 \x03(\x0e\x32\x12.m3.v1.RoundStatus\"V\n\x12ListRoundsResponse\x12\'\n\x06rounds\x18\x01 \x03(\x0b\x32\x17.m3.v1.ElicitationRound\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t2\x91\x02\n\x12\x45licitationService\x12\x41\n\nGetPending\x12\x18.m3.v1.GetPendingRequest\x1a\x19.m3.v1.GetPendingResponse\x12\x38\n\x07Respond\x12\x15.m3.v1.RespondRequest\x1a\x16.m3.v1.RespondResponse\x12;\n\x08GetRound\x12\x16.m3.v1.GetRoundRequest\x1a\x17.m3.v1.GetRoundResponse\x12\x41\n\nListRounds\x12\x18.m3.v1.ListRoundsRequest\x1a\x19.m3.v1.ListRoundsResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1fm3/v1/elicitation_service.proto\x12\x05m3.v1\x1a\x17m3/v1/elicitation.proto\"6\n\x11GetPendingRequest\x12!\n\x0c\x65xecution_id\x18\x01 \x01(\tR\x0b\x65xecutionId\"J\n\x12GetPendingResponse\x12\x34\n\x05round\x18\x01 \x01(\x0b\x32\x1e.m3.v1.PendingElicitationRoundR\x05round\"\xf2\x01\n\x0eRespondRequest\x12\x19\n\x08round_id\x18\x01 \x01(\tR\x07roundId\x12\x42\n\tresponses\x18\x02 \x03(\x0b\x32$.m3.v1.RespondRequest.ResponsesEntryR\tresponses\x12\'\n\x0fidempotency_key\x18\x03 \x01(\tR\x0eidempotencyKey\x1aX\n\x0eResponsesEntry\x12\x10\n\x03key\x18\x01 \x01(\tR\x03key\x12\x30\n\x05value\x18\x02 \x01(\x0b\x32\x1a.m3.v1.ElicitationResponseR\x05value:\x02\x38\x01\"t\n\x0fRespondResponse\x12\x19\n\x08round_id\x18\x01 \x01(\tR\x07roundId\x12*\n\x06status\x18\x02 \x01(\x0e\x32\x12.m3.v1.RoundStatusR\x06status\x12\x1a\n\x08replayed\x18\x03 \x01(\x08R\x08replayed\",\n\x0fGetRoundRequest\x12\x19\n\x08round_id\x18\x01 \x01(\tR\x07roundId\"A\n\x10GetRoundResponse\x12-\n\x05round\x18\x01 \x01(\x0b\x32\x17.m3.v1.ElicitationRoundR\x05round\"\xa2\x01\n\x11ListRoundsRequest\x12\x1b\n\tpage_size\x18\x01 \x01(\x05R\x08pageSize\x12\x1d\n\npage_token\x18\x02 \x01(\tR\tpageToken\x12!\n\x0c\x65xecution_id\x18\x03 \x01(\tR\x0b\x65xecutionId\x12.\n\x08statuses\x18\x04 \x03(\x0e\x32\x12.m3.v1.RoundStatusR\x08statuses\"m\n\x12ListRoundsResponse\x12/\n\x06rounds\x18\x01 \x03(\x0b\x32\x17.m3.v1.ElicitationRoundR\x06rounds\x12&\n\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken2\x91\x02\n\x12\x45licitationService\x12\x41\n\nGetPending\x12\x18.m3.v1.GetPendingRequest\x1a\x19.m3.v1.GetPendingResponse\x12\x38\n\x07Respond\x12\x15.m3.v1.RespondRequest\x1a\x16.m3.v1.RespondResponse\x12;\n\x08GetRound\x12\x16.m3.v1.GetRoundRequest\x1a\x17.m3.v1.GetRoundResponse\x12\x41\n\nListRounds\x12\x18.m3.v1.ListRoundsRequest\x1a\x19.m3.v1.ListRoundsResponseB\x8d\x01\n\tcom.m3.v1B\x17\x45licitationServiceProtoP\x01Z2github.com/m3grpc/m3grpc/clients/go/gen/m3/v1;m3v1\xa2\x02\x03MXX\xaa\x02\x05M3.V1\xca\x02\x05M3\\V1\xe2\x02\x11M3\\V1\\GPBMetadata\xea\x02\x06M3::V1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'm3.v1.elicitation_service_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
-  DESCRIPTOR._loaded_options = None
+  _globals['DESCRIPTOR']._loaded_options = None
+  _globals['DESCRIPTOR']._serialized_options = b'\n\tcom.m3.v1B\027ElicitationServiceProtoP\001Z2github.com/m3grpc/m3grpc/clients/go/gen/m3/v1;m3v1\242\002\003MXX\252\002\005M3.V1\312\002\005M3\\V1\342\002\021M3\\V1\\GPBMetadata\352\002\006M3::V1'
   _globals['_RESPONDREQUEST_RESPONSESENTRY']._loaded_options = None
   _globals['_RESPONDREQUEST_RESPONSESENTRY']._serialized_options = b'8\001'
   _globals['_GETPENDINGREQUEST']._serialized_start=67
-  _globals['_GETPENDINGREQUEST']._serialized_end=108
-  _globals['_GETPENDINGRESPONSE']._serialized_start=110
-  _globals['_GETPENDINGRESPONSE']._serialized_end=177
-  _globals['_RESPONDREQUEST']._serialized_start=180
-  _globals['_RESPONDREQUEST']._serialized_end=374
-  _globals['_RESPONDREQUEST_RESPONSESENTRY']._serialized_start=298
-  _globals['_RESPONDREQUEST_RESPONSESENTRY']._serialized_end=374
-  _globals['_RESPONDRESPONSE']._serialized_start=376
-  _globals['_RESPONDRESPONSE']._serialized_end=465
-  _globals['_GETROUNDREQUEST']._serialized_start=467
-  _globals['_GETROUNDREQUEST']._serialized_end=502
-  _globals['_GETROUNDRESPONSE']._serialized_start=504
-  _globals['_GETROUNDRESPONSE']._serialized_end=562
-  _globals['_LISTROUNDSREQUEST']._serialized_start=564
-  _globals['_LISTROUNDSREQUEST']._serialized_end=682
-  _globals['_LISTROUNDSRESPONSE']._serialized_start=684
-  _globals['_LISTROUNDSRESPONSE']._serialized_end=770
-  _globals['_ELICITATIONSERVICE']._serialized_start=773
-  _globals['_ELICITATIONSERVICE']._serialized_end=1046
+  _globals['_GETPENDINGREQUEST']._serialized_end=121
+  _globals['_GETPENDINGRESPONSE']._serialized_start=123
+  _globals['_GETPENDINGRESPONSE']._serialized_end=197
+  _globals['_RESPONDREQUEST']._serialized_start=200
+  _globals['_RESPONDREQUEST']._serialized_end=442
+  _globals['_RESPONDREQUEST_RESPONSESENTRY']._serialized_start=354
+  _globals['_RESPONDREQUEST_RESPONSESENTRY']._serialized_end=442
+  _globals['_RESPONDRESPONSE']._serialized_start=444
+  _globals['_RESPONDRESPONSE']._serialized_end=560
+  _globals['_GETROUNDREQUEST']._serialized_start=562
+  _globals['_GETROUNDREQUEST']._serialized_end=606
+  _globals['_GETROUNDRESPONSE']._serialized_start=608
+  _globals['_GETROUNDRESPONSE']._serialized_end=673
+  _globals['_LISTROUNDSREQUEST']._serialized_start=676
+  _globals['_LISTROUNDSREQUEST']._serialized_end=838
+  _globals['_LISTROUNDSRESPONSE']._serialized_start=840
+  _globals['_LISTROUNDSRESPONSE']._serialized_end=949
+  _globals['_ELICITATIONSERVICE']._serialized_start=952
+  _globals['_ELICITATIONSERVICE']._serialized_end=1225
 # @@protoc_insertion_point(module_scope)

@@ -27,35 +27,36 @@ from m3grpc.api.gen.m3.v1 import elicitation_pb2 as m3_dot_v1_dot_elicitation__p
 from m3grpc.api.gen.m3.v1 import execution_pb2 as m3_dot_v1_dot_execution__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dm3/v1/execution_service.proto\x12\x05m3.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x17m3/v1/elicitation.proto\x1a\x15m3/v1/execution.proto\"\xa1\x01\n\rSubmitRequest\x12!\n\x05\x61gent\x18\x01 \x01(\x0b\x32\x10.m3.v1.AgentSpecH\x00\x12)\n\toperation\x18\x02 \x01(\x0b\x32\x14.m3.v1.OperationSpecH\x00\x12&\n\x0bhuman_input\x18\x03 \x01(\x0e\x32\x11.m3.v1.HumanInput\x12\x12\n\nrequest_id\x18\x04 \x01(\tB\x06\n\x04spec\"L\n\x0eSubmitResponse\x12\x14\n\x0c\x65xecution_id\x18\x01 \x01(\t\x12$\n\x05state\x18\x02 \x01(\x0b\x32\x15.m3.v1.ExecutionState\"\'\n\x0fSnapshotRequest\x12\x14\n\x0c\x65xecution_id\x18\x01 \x01(\t\"8\n\x10SnapshotResponse\x12$\n\x05state\x18\x01 \x01(\x0b\x32\x15.m3.v1.ExecutionState\"Q\n\rResultRequest\x12\x14\n\x0c\x65xecution_id\x18\x01 \x01(\t\x12*\n\x07timeout\x18\x02 \x01(\x0b\x32\x19.google.protobuf.Duration\"8\n\x0eResultResponse\x12&\n\x06result\x18\x01 \x01(\x0b\x32\x16.m3.v1.ExecutionResult\"9\n\rCancelRequest\x12\x14\n\x0c\x65xecution_id\x18\x01 \x01(\t\x12\x12\n\nrequest_id\x18\x02 \x01(\t\"6\n\x0e\x43\x61ncelResponse\x12$\n\x05state\x18\x01 \x01(\x0b\x32\x15.m3.v1.ExecutionState\";\n\x13WatchPendingRequest\x12\x14\n\x0c\x65xecution_id\x18\x01 \x01(\t\x12\x0e\n\x06\x63ursor\x18\x02 \x01(\t\"\xd4\x01\n\x14WatchPendingResponse\x12\x0e\n\x06\x63ursor\x18\x01 \x01(\t\x12\x37\n\rround_pending\x18\x02 \x01(\x0b\x32\x1e.m3.v1.PendingElicitationRoundH\x00\x12\x35\n\x12round_left_pending\x18\x03 \x01(\x0b\x32\x17.m3.v1.RoundLeftPendingH\x00\x12\x33\n\x12\x65xecution_finished\x18\x04 \x01(\x0b\x32\x15.m3.v1.ExecutionStateH\x00\x42\x07\n\x05\x65vent\"^\n\x10RoundLeftPending\x12\x10\n\x08round_id\x18\x01 \x01(\t\x12\x14\n\x0c\x65xecution_id\x18\x02 \x01(\t\x12\"\n\x06status\x18\x03 \x01(\x0e\x32\x12.m3.v1.RoundStatus2\xbf\x02\n\x10\x45xecutionService\x12\x35\n\x06Submit\x12\x14.m3.v1.SubmitRequest\x1a\x15.m3.v1.SubmitResponse\x12;\n\x08Snapshot\x12\x16.m3.v1.SnapshotRequest\x1a\x17.m3.v1.SnapshotResponse\x12\x35\n\x06Result\x12\x14.m3.v1.ResultRequest\x1a\x15.m3.v1.ResultResponse\x12\x35\n\x06\x43\x61ncel\x12\x14.m3.v1.CancelRequest\x1a\x15.m3.v1.CancelResponse\x12I\n\x0cWatchPending\x12\x1a.m3.v1.WatchPendingRequest\x1a\x1b.m3.v1.WatchPendingResponse0\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dm3/v1/execution_service.proto\x12\x05m3.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x17m3/v1/elicitation.proto\x1a\x15m3/v1/execution.proto\"\xca\x01\n\rSubmitRequest\x12(\n\x05\x61gent\x18\x01 \x01(\x0b\x32\x10.m3.v1.AgentSpecH\x00R\x05\x61gent\x12\x34\n\toperation\x18\x02 \x01(\x0b\x32\x14.m3.v1.OperationSpecH\x00R\toperation\x12\x32\n\x0bhuman_input\x18\x03 \x01(\x0e\x32\x11.m3.v1.HumanInputR\nhumanInput\x12\x1d\n\nrequest_id\x18\x04 \x01(\tR\trequestIdB\x06\n\x04spec\"`\n\x0eSubmitResponse\x12!\n\x0c\x65xecution_id\x18\x01 \x01(\tR\x0b\x65xecutionId\x12+\n\x05state\x18\x02 \x01(\x0b\x32\x15.m3.v1.ExecutionStateR\x05state\"4\n\x0fSnapshotRequest\x12!\n\x0c\x65xecution_id\x18\x01 \x01(\tR\x0b\x65xecutionId\"?\n\x10SnapshotResponse\x12+\n\x05state\x18\x01 \x01(\x0b\x32\x15.m3.v1.ExecutionStateR\x05state\"g\n\rResultRequest\x12!\n\x0c\x65xecution_id\x18\x01 \x01(\tR\x0b\x65xecutionId\x12\x33\n\x07timeout\x18\x02 \x01(\x0b\x32\x19.google.protobuf.DurationR\x07timeout\"@\n\x0eResultResponse\x12.\n\x06result\x18\x01 \x01(\x0b\x32\x16.m3.v1.ExecutionResultR\x06result\"Q\n\rCancelRequest\x12!\n\x0c\x65xecution_id\x18\x01 \x01(\tR\x0b\x65xecutionId\x12\x1d\n\nrequest_id\x18\x02 \x01(\tR\trequestId\"=\n\x0e\x43\x61ncelResponse\x12+\n\x05state\x18\x01 \x01(\x0b\x32\x15.m3.v1.ExecutionStateR\x05state\"P\n\x13WatchPendingRequest\x12!\n\x0c\x65xecution_id\x18\x01 \x01(\tR\x0b\x65xecutionId\x12\x16\n\x06\x63ursor\x18\x02 \x01(\tR\x06\x63ursor\"\x8f\x02\n\x14WatchPendingResponse\x12\x16\n\x06\x63ursor\x18\x01 \x01(\tR\x06\x63ursor\x12\x45\n\rround_pending\x18\x02 \x01(\x0b\x32\x1e.m3.v1.PendingElicitationRoundH\x00R\x0croundPending\x12G\n\x12round_left_pending\x18\x03 \x01(\x0b\x32\x17.m3.v1.RoundLeftPendingH\x00R\x10roundLeftPending\x12\x46\n\x12\x65xecution_finished\x18\x04 \x01(\x0b\x32\x15.m3.v1.ExecutionStateH\x00R\x11\x65xecutionFinishedB\x07\n\x05\x65vent\"|\n\x10RoundLeftPending\x12\x19\n\x08round_id\x18\x01 \x01(\tR\x07roundId\x12!\n\x0c\x65xecution_id\x18\x02 \x01(\tR\x0b\x65xecutionId\x12*\n\x06status\x18\x03 \x01(\x0e\x32\x12.m3.v1.RoundStatusR\x06status2\xbf\x02\n\x10\x45xecutionService\x12\x35\n\x06Submit\x12\x14.m3.v1.SubmitRequest\x1a\x15.m3.v1.SubmitResponse\x12;\n\x08Snapshot\x12\x16.m3.v1.SnapshotRequest\x1a\x17.m3.v1.SnapshotResponse\x12\x35\n\x06Result\x12\x14.m3.v1.ResultRequest\x1a\x15.m3.v1.ResultResponse\x12\x35\n\x06\x43\x61ncel\x12\x14.m3.v1.CancelRequest\x1a\x15.m3.v1.CancelResponse\x12I\n\x0cWatchPending\x12\x1a.m3.v1.WatchPendingRequest\x1a\x1b.m3.v1.WatchPendingResponse0\x01\x42\x8b\x01\n\tcom.m3.v1B\x15\x45xecutionServiceProtoP\x01Z2github.com/m3grpc/m3grpc/clients/go/gen/m3/v1;m3v1\xa2\x02\x03MXX\xaa\x02\x05M3.V1\xca\x02\x05M3\\V1\xe2\x02\x11M3\\V1\\GPBMetadata\xea\x02\x06M3::V1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'm3.v1.execution_service_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
-  DESCRIPTOR._loaded_options = None
+  _globals['DESCRIPTOR']._loaded_options = None
+  _globals['DESCRIPTOR']._serialized_options = b'\n\tcom.m3.v1B\025ExecutionServiceProtoP\001Z2github.com/m3grpc/m3grpc/clients/go/gen/m3/v1;m3v1\242\002\003MXX\252\002\005M3.V1\312\002\005M3\\V1\342\002\021M3\\V1\\GPBMetadata\352\002\006M3::V1'
   _globals['_SUBMITREQUEST']._serialized_start=121
-  _globals['_SUBMITREQUEST']._serialized_end=282
-  _globals['_SUBMITRESPONSE']._serialized_start=284
-  _globals['_SUBMITRESPONSE']._serialized_end=360
-  _globals['_SNAPSHOTREQUEST']._serialized_start=362
-  _globals['_SNAPSHOTREQUEST']._serialized_end=401
-  _globals['_SNAPSHOTRESPONSE']._serialized_start=403
-  _globals['_SNAPSHOTRESPONSE']._serialized_end=459
-  _globals['_RESULTREQUEST']._serialized_start=461
-  _globals['_RESULTREQUEST']._serialized_end=542
-  _globals['_RESULTRESPONSE']._serialized_start=544
-  _globals['_RESULTRESPONSE']._serialized_end=600
-  _globals['_CANCELREQUEST']._serialized_start=602
-  _globals['_CANCELREQUEST']._serialized_end=659
-  _globals['_CANCELRESPONSE']._serialized_start=661
-  _globals['_CANCELRESPONSE']._serialized_end=715
-  _globals['_WATCHPENDINGREQUEST']._serialized_start=717
-  _globals['_WATCHPENDINGREQUEST']._serialized_end=776
-  _globals['_WATCHPENDINGRESPONSE']._serialized_start=779
-  _globals['_WATCHPENDINGRESPONSE']._serialized_end=991
-  _globals['_ROUNDLEFTPENDING']._serialized_start=993
-  _globals['_ROUNDLEFTPENDING']._serialized_end=1087
-  _globals['_EXECUTIONSERVICE']._serialized_start=1090
-  _globals['_EXECUTIONSERVICE']._serialized_end=1409
+  _globals['_SUBMITREQUEST']._serialized_end=323
+  _globals['_SUBMITRESPONSE']._serialized_start=325
+  _globals['_SUBMITRESPONSE']._serialized_end=421
+  _globals['_SNAPSHOTREQUEST']._serialized_start=423
+  _globals['_SNAPSHOTREQUEST']._serialized_end=475
+  _globals['_SNAPSHOTRESPONSE']._serialized_start=477
+  _globals['_SNAPSHOTRESPONSE']._serialized_end=540
+  _globals['_RESULTREQUEST']._serialized_start=542
+  _globals['_RESULTREQUEST']._serialized_end=645
+  _globals['_RESULTRESPONSE']._serialized_start=647
+  _globals['_RESULTRESPONSE']._serialized_end=711
+  _globals['_CANCELREQUEST']._serialized_start=713
+  _globals['_CANCELREQUEST']._serialized_end=794
+  _globals['_CANCELRESPONSE']._serialized_start=796
+  _globals['_CANCELRESPONSE']._serialized_end=857
+  _globals['_WATCHPENDINGREQUEST']._serialized_start=859
+  _globals['_WATCHPENDINGREQUEST']._serialized_end=939
+  _globals['_WATCHPENDINGRESPONSE']._serialized_start=942
+  _globals['_WATCHPENDINGRESPONSE']._serialized_end=1213
+  _globals['_ROUNDLEFTPENDING']._serialized_start=1215
+  _globals['_ROUNDLEFTPENDING']._serialized_end=1339
+  _globals['_EXECUTIONSERVICE']._serialized_start=1342
+  _globals['_EXECUTIONSERVICE']._serialized_end=1661
 # @@protoc_insertion_point(module_scope)
