@@ -10,6 +10,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from m3grpc.storage.schema import events
+from m3grpc.storage.statements import INSERT_EVENT
 
 # Held until commit on PostgreSQL so that sequence order equals commit order:
 # a reader resuming after seq N can never later see a smaller seq commit.
@@ -51,13 +52,14 @@ def append_event(
     if conn.dialect.name == "postgresql":
         conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": _EVENT_LOCK_KEY})
     conn.execute(
-        events.insert().values(
-            kind=kind.value,
-            execution_id=execution_id,
-            round_id=round_id,
-            status=status,
-            created_at=created_at,
-        )
+        INSERT_EVENT,
+        {
+            "kind": kind.value,
+            "execution_id": execution_id,
+            "round_id": round_id,
+            "status": status,
+            "created_at": created_at,
+        },
     )
 
 

@@ -37,6 +37,7 @@ from m3grpc.errors import (
     OperationTimeout,
     RoundNotFoundError,
 )
+from m3grpc.storage import statements
 from m3grpc.storage.engine import (
     SQLiteSynchronous,
     create_store_engine,
@@ -597,12 +598,15 @@ class SqlManagedInputStore:
 
         The UPDATE is guarded with what was read, so a concurrent writer
         cannot slip in between."""
+        values = {**values, "status": status.value, "updated_at": now}
         result = conn.execute(
-            rounds.update()
-            .where(rounds.c.round_id == row.round_id)
-            .where(rounds.c.status == row.status)
-            .where(rounds.c.lease_token == row.lease_token)
-            .values(status=status.value, updated_at=now, **values)
+            statements.update_round(tuple(sorted(values))),
+            {
+                "b_round_id": row.round_id,
+                "b_status": row.status,
+                "b_lease_token": row.lease_token,
+                **{f"v_{name}": value for name, value in values.items()},
+            },
         )
         if result.rowcount != 1:
             raise ManagedInputConflict(
@@ -619,14 +623,12 @@ class SqlManagedInputStore:
                 status=status.value,
                 created_at=now,
             )
-        return {**row._mapping, **values, "status": status.value, "updated_at": now}
+        return {**row._mapping, **values}
 
     @staticmethod
     def _load(conn: Connection, round_id: str, *, for_update: bool = False) -> Row[Any]:
-        query = sa.select(rounds).where(rounds.c.round_id == round_id)
-        if for_update:
-            query = query.with_for_update()
-        row = conn.execute(query).first()
+        query = statements.SELECT_ROUND_FOR_UPDATE if for_update else statements.SELECT_ROUND
+        row = conn.execute(query, {"round_id": round_id}).first()
         if row is None:
             raise RoundNotFoundError(f"no round {round_id!r}", metadata={"round_id": round_id})
         return row
@@ -739,14 +741,8 @@ def _set_execution_lifecycle(
     """Keep the execution's lifecycle in step with its rounds, in the same transaction:
     a pending round means the execution waits for input."""
     conn.execute(
-        executions.update()
-        .where(executions.c.execution_id == execution_id)
-        .where(
-            executions.c.lifecycle.in_(
-                [ExecutionStatus.RUNNING.value, ExecutionStatus.WAITING_FOR_INPUT.value]
-            )
-        )
-        .values(lifecycle=lifecycle.value, updated_at=now)
+        statements.UPDATE_LIVE_EXECUTION_LIFECYCLE,
+        {"b_execution_id": execution_id, "v_lifecycle": lifecycle.value, "v_updated_at": now},
     )
 
 
