@@ -219,9 +219,11 @@ class SqlExecutionStore:
             lease = ManagedInputLease(
                 owner_id=owner_id, lease_token=new_lease_token(), expires_at=now + lease_duration
             )
-            conn.execute(
+            claimed = conn.execute(
                 executions.update()
                 .where(executions.c.execution_id == row.execution_id)
+                # Only a still-queued execution: two claimers can never both win.
+                .where(executions.c.lifecycle == ExecutionStatus.QUEUED.value)
                 .values(
                     lifecycle=ExecutionStatus.RUNNING.value,
                     worker_owner_id=lease.owner_id,
@@ -230,6 +232,8 @@ class SqlExecutionStore:
                     updated_at=now,
                 )
             )
+            if claimed.rowcount != 1:
+                return None  # another worker claimed it first; the caller polls again
             return ClaimedExecution(
                 execution_id=row.execution_id,
                 spec=dict(row.spec),

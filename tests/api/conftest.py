@@ -43,7 +43,7 @@ BOOKED = "booked shipment to 1 Main Street, Pune"
 
 def write_config(
     path: Path,
-    database: Path,
+    database: Path | str,  # a SQLite path, or a database URL (postgresql+psycopg://...)
     *,
     pool_size: int = 4,
     lease_seconds: float = 30.0,
