@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection
 from typing import Any, cast
 
 from pydantic import TypeAdapter, ValidationError
@@ -54,8 +54,6 @@ def validate_submission(
                 "human_input", f"must be one of {HUMAN_INPUT_VALUES}, got {human_input!r}"
             )
         )
-    if human_input == "managed" and not isinstance(spec, AgentSpec | Mapping):
-        violations.append(FieldViolation("spec", "managed input is valid for AgentSpec only"))
     if violations:
         raise ModelValidationError("invalid submission", field_violations=violations)
     parsed = parse_spec(spec)
