@@ -18,7 +18,7 @@ from collections.abc import Sequence
 def _serve(args: argparse.Namespace) -> int:
     # Imported here so `m3grpc --help` stays fast and needs no grpc.
     from m3grpc.api.config import ConfigError, load_config
-    from m3grpc.api.server import ListenError, serve
+    from m3grpc.api.server import StartupError, serve
 
     logging.basicConfig(
         level=args.log_level.upper(),
@@ -28,7 +28,8 @@ def _serve(args: argparse.Namespace) -> int:
     try:
         config = load_config(args.config)
         asyncio.run(serve(config, listen=args.listen))
-    except (ConfigError, ListenError) as exc:
+    except (ConfigError, StartupError) as exc:
+        # One line and exit status 2, no traceback: the operator's input is wrong.
         print(f"m3grpc: {exc}", file=sys.stderr)
         return 2
     return 0

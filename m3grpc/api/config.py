@@ -67,6 +67,22 @@ class Workers(_Section):
         )
 
 
+def check_listen(address: str) -> str:
+    """`address` if it is HOST:PORT with a port in 0-65535 (0: any free port).
+
+    gRPC itself would take port 99999 modulo 2**16 or bind a random port, and
+    serve somewhere nobody asked for; refusing here makes that a startup error.
+    """
+    host, colon, port = address.rpartition(":")
+    if not colon or not host:
+        raise ValueError(f"listen address {address!r} is not HOST:PORT")
+    if not port.isascii() or not port.isdigit():
+        raise ValueError(f"listen address {address!r} has no numeric port")
+    if int(port) > 65535:
+        raise ValueError(f"listen port {port} is out of range (0-65535)")
+    return address
+
+
 class ServiceConfig(_Section):
     database: str = DEFAULT_DATABASE
     listen: str = DEFAULT_LISTEN
@@ -75,6 +91,18 @@ class ServiceConfig(_Section):
     keepalive_seconds: float = Field(default=30.0, gt=0)
     workers: Workers = Field(default_factory=Workers)
     servers: Mapping[str, ServerBinding] = Field(default_factory=dict)
+
+    @field_validator("database")
+    @classmethod
+    def _database(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("database must name an SQLite path or a database URL")
+        return value
+
+    @field_validator("listen")
+    @classmethod
+    def _listen(cls, value: str) -> str:
+        return check_listen(value)
 
     @field_validator("servers", mode="before")
     @classmethod
@@ -108,4 +136,15 @@ def load_config(path: str | os.PathLike[str] | None) -> ServiceConfig:
     try:
         return ServiceConfig.model_validate(document)
     except ValidationError as exc:
-        raise ConfigError(f"invalid configuration {os.fspath(path)}:\n{exc}") from exc
+        raise ConfigError(f"invalid configuration {os.fspath(path)}: {_one_line(exc)}") from exc
+
+
+def _one_line(error: ValidationError) -> str:
+    # `m3grpc serve` reports a bad file as a single stderr line: each problem
+    # as "key.path: message", without pydantic's multi-line layout and URLs.
+    problems = []
+    for item in error.errors(include_url=False):
+        where = ".".join(str(part) for part in item["loc"]) or "(top level)"
+        message = item["msg"].removeprefix("Value error, ")
+        problems.append(f"{where}: {' '.join(message.split())}")
+    return "; ".join(problems)

@@ -5,17 +5,20 @@ server, the Runtime that does the work, and graceful shutdown on a signal.
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import signal
+import socket
 import sys
 from dataclasses import dataclass, field
 from typing import Any, TextIO
+from urllib.parse import urlsplit
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from m3grpc.api.config import ServiceConfig
+from m3grpc.api.config import ServiceConfig, check_listen
 from m3grpc.api.elicitation_service import ElicitationService
 from m3grpc.api.execution_service import ExecutionService
 from m3grpc.api.gen.m3.v1 import (
@@ -36,13 +39,24 @@ SERVICE_NAMES = (
 )
 
 
-class ListenError(RuntimeError):
+class StartupError(RuntimeError):
+    """The service cannot start; the message is one line for the operator."""
+
+
+class ListenError(StartupError):
     """The server could not bind its listen address."""
+
+
+class DatabaseOpenError(StartupError):
+    """The configured database cannot be opened (unreachable, no driver, no access)."""
 
 
 def server_options(config: ServiceConfig) -> list[tuple[str, int]]:
     keepalive_ms = int(config.keepalive_seconds * 1000)
     return [
+        # gRPC sets SO_REUSEPORT by default: a second server on a busy port would
+        # start and the kernel would split connections between the two processes.
+        ("grpc.so_reuseport", 0),
         # Ping idle connections so proxies and NATs keep long WatchPending streams.
         ("grpc.keepalive_time_ms", keepalive_ms),
         ("grpc.keepalive_timeout_ms", 10_000),
@@ -76,13 +90,29 @@ class RunningService:
 
 
 async def start_service(config: ServiceConfig, *, listen: str | None = None) -> RunningService:
-    store = SqlExecutionStore(config.database)
+    address = listen or config.listen
+    try:
+        check_listen(address)  # --listen overrides the already validated config value
+    except ValueError as exc:
+        raise ListenError(str(exc)) from None
+    # Before anything else starts, so that a refused start has touched nothing.
+    _probe_listen(address)
+    store = _open_store(config.database)
     runtime = Runtime(
         store, settings=config.workers.settings(), queue_capacity=config.workers.queue_capacity
     )
+    server = grpc.aio.server(options=server_options(config))
+    # Bound before the workers start: a start that loses the port claims no work.
+    try:
+        port = server.add_insecure_port(address)
+    except RuntimeError as exc:  # grpc raises RuntimeError when it cannot bind
+        port = 0
+        log.debug("bind failed", exc_info=exc)
+    if port == 0:
+        store.close()
+        raise ListenError(f"cannot listen on {address}")
     await runtime.start()
     shutdown = asyncio.Event()
-    server = grpc.aio.server(options=server_options(config))
     watch = PendingWatch(
         runtime, poll_interval=config.watch_poll_interval_seconds, shutdown=shutdown
     )
@@ -98,21 +128,82 @@ async def start_service(config: ServiceConfig, *, listen: str | None = None) -> 
     reflection.enable_server_reflection(
         (*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server
     )
-    address = listen or config.listen
-    try:
-        port = server.add_insecure_port(address)
-    except RuntimeError as exc:  # grpc raises RuntimeError when it cannot bind
-        port = 0
-        log.debug("bind failed", exc_info=exc)
-    if port == 0:
-        await runtime.stop(0)
-        store.close()
-        raise ListenError(f"cannot listen on {address}")
     await server.start()
     for name in ("", *SERVICE_NAMES):
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
     host = address.rpartition(":")[0]
     return RunningService(f"{host}:{port}", server, runtime, store, health_servicer, shutdown)
+
+
+def _probe_listen(address: str) -> None:
+    """Raise ListenError if `address` cannot be bound, with the OS's reason.
+
+    gRPC's own bind failure is a RuntimeError without the reason plus a
+    multi-line log on stderr; probing first turns a busy port into one clear line.
+    SO_REUSEADDR, as gRPC sets it, so a port left in TIME_WAIT by an earlier run
+    is not refused: only a live listener is. (A start racing another process for
+    the port can still pass the probe; add_insecure_port's result catches that.)
+    """
+    host, _, port = address.rpartition(":")
+    host = host.removeprefix("[").removesuffix("]")
+    try:
+        candidates = socket.getaddrinfo(
+            host, int(port), type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )
+    except socket.gaierror as exc:
+        raise ListenError(f"cannot listen on {address}: {exc.strerror}") from None
+    errors: list[OSError] = []
+    bound = 0
+    for family, kind, proto, _, sockaddr in candidates:
+        try:
+            with socket.socket(family, kind, proto) as probe:
+                probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                probe.bind(sockaddr)
+                bound += 1
+        except OSError as exc:
+            errors.append(exc)
+    # Like gRPC, serve if any resolved address binds (`localhost` without IPv6),
+    # but never next to a live listener on one of them.
+    in_use = [exc for exc in errors if exc.errno == errno.EADDRINUSE]
+    if in_use or not bound:
+        reason = (in_use or errors)[0].strerror
+        if in_use:
+            reason = f"{reason} (is another server running on this port?)"
+        raise ListenError(f"cannot listen on {address}: {reason}")
+
+
+def _open_store(database: str) -> SqlExecutionStore:
+    """The store, or DatabaseOpenError naming the database and the cause in one line."""
+    try:
+        return SqlExecutionStore(database)
+    except Exception as exc:  # driver, network, auth, filesystem: all end the start
+        log.debug("opening the database failed", exc_info=True)
+        raise DatabaseOpenError(
+            f"cannot open database {_redacted(database)}: {_cause(exc)}"
+        ) from exc
+
+
+def _cause(exc: BaseException) -> str:
+    if isinstance(exc, ImportError) and exc.name:
+        return f"its driver module {exc.name!r} is not installed"
+    # SQLAlchemy wraps the driver's error and appends SQL and a help URL; the
+    # driver's own message is the part an operator needs.
+    orig = getattr(exc, "orig", None)
+    if isinstance(orig, BaseException):
+        exc = orig
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+def _redacted(database: str) -> str:
+    """`database` without the password a URL may carry."""
+    if "://" not in database:
+        return database
+    parts = urlsplit(database)
+    if parts.password is None:
+        return database
+    userinfo, _, hostinfo = parts.netloc.rpartition("@")
+    netloc = f"{userinfo.partition(':')[0]}:***@{hostinfo}"
+    return parts._replace(netloc=netloc).geturl()
 
 
 async def serve(
