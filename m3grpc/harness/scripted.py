@@ -55,6 +55,7 @@ import httpx2
 from mcp import Client, MCPError, StdioServerParameters
 from mcp.client import Transport
 from mcp.client.session import ClientRequestContext
+from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import (
     CONNECTION_CLOSED as MCP_CONNECTION_CLOSED,
@@ -99,6 +100,7 @@ from m3grpc.harness.base import (
     operation_id,
 )
 from m3grpc.harness.convert import domain_request, dump_result, elicit_result
+from m3grpc.harness.diagnostics import StderrTail, connect_failure, connection_lost
 from m3grpc.harness.request_keys import legacy_request_key, mrtr_request_keys
 from m3grpc.servers import StdioServer
 from m3grpc.types import ElicitationResponse, OperationResult
@@ -201,6 +203,7 @@ class _Run:
         self._client: Client | None = None
         self._tools: dict[str, Tool] | None = None
         self._active: _ActiveOperation | None = None
+        self._stderr: StderrTail | None = None  # a stdio server's last stderr lines
 
     async def execute(self) -> list[OperationResult]:
         selected = self._task.selected_tools()
@@ -260,7 +263,9 @@ class _Run:
                 self._client = await self._connect(stack)
             except Exception as exc:  # spawn, network and handshake failures alike
                 logger.warning("cannot connect to MCP server %r", ref.server, exc_info=True)
-                return _failed(ref, SERVER_UNAVAILABLE, f"cannot connect: {exc!r}", stop=True)
+                tail = await self._stderr.drained() if self._stderr is not None else None
+                message = connect_failure(self._task.server, exc, tail)
+                return _failed(ref, SERVER_UNAVAILABLE, message, stop=True)
         arguments: Mapping[str, Any] = step.arguments
         if step.kind == "tool":
             try:
@@ -280,9 +285,13 @@ class _Run:
         server = self._task.server
         target: StdioServerParameters | Transport
         if isinstance(server, StdioServer):
-            target = StdioServerParameters(
+            parameters = StdioServerParameters(
                 command=server.command, args=list(server.args), env=dict(server.env), cwd=server.cwd
             )
+            # The server's stderr goes through a bounded tail, so that a server
+            # that dies (e.g. `No module named 'mcp'`) can be reported with its cause.
+            self._stderr = StderrTail(server.name)
+            target = stdio_client(parameters, errlog=self._stderr.errlog)
         else:
             http = httpx2.AsyncClient(
                 headers=dict(server.headers),
@@ -298,7 +307,11 @@ class _Run:
             client_info=self._client_info,
             cache=None,  # a script must see the server's current listings
         )
-        return await stack.enter_async_context(client)
+        try:
+            return await stack.enter_async_context(client)
+        finally:
+            if self._stderr is not None:
+                self._stderr.release_writer()  # the spawn is over; the server holds its copy
 
     async def _listed_tools(self) -> dict[str, Tool]:
         if self._tools is None:
@@ -490,7 +503,9 @@ class _Run:
     def _sdk_failure(self, ref: OperationRef, exc: Exception) -> _Outcome:
         if isinstance(exc, MCPError):
             if exc.code == MCP_CONNECTION_CLOSED:
-                return _failed(ref, CONNECTION_CLOSED, exc.message, stop=True)
+                tail = self._stderr.snapshot() if self._stderr is not None else None
+                message = connection_lost(exc.message, tail)
+                return _failed(ref, CONNECTION_CLOSED, message, stop=True)
             data = exc.error.data
             if isinstance(data, Mapping) and data.get("reason") == "invalid_request_state":
                 return _failed(ref, REQUEST_STATE_REJECTED, exc.message)
