@@ -47,7 +47,7 @@ import json
 import logging
 from collections.abc import Mapping
 from contextlib import AsyncExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import anyio
@@ -219,7 +219,9 @@ class _Run:
         # stopped) however this block exits, cancellation included.
         async with AsyncExitStack() as stack:
             for index, planned in enumerate(plan):
-                outcome = await self._run_one(stack, index, planned, selected)
+                outcome = await self._explain_lost_connection(
+                    await self._run_one(stack, index, planned, selected)
+                )
                 if outcome.result is not None:
                     results.append(outcome.result)
                     await self._report_finished(outcome.result)
@@ -230,6 +232,15 @@ class _Run:
         if error is not None:
             raise error
         return results
+
+    async def _explain_lost_connection(self, outcome: _Outcome) -> _Outcome:
+        # A stdio server that died mid-session said why on its stderr: quote its
+        # last lines (waiting, boundedly, for the dead process's stderr to drain).
+        result = outcome.result
+        if result is None or result.failure_code != CONNECTION_CLOSED or self._stderr is None:
+            return outcome
+        message = connection_lost(result.failure_message or "", await self._stderr.drained())
+        return replace(outcome, result=result.model_copy(update={"failure_message": message}))
 
     async def _report_finished(self, result: OperationResult) -> None:
         # Optional hook (see InputResolver): the answers handed out for this
@@ -503,9 +514,7 @@ class _Run:
     def _sdk_failure(self, ref: OperationRef, exc: Exception) -> _Outcome:
         if isinstance(exc, MCPError):
             if exc.code == MCP_CONNECTION_CLOSED:
-                tail = self._stderr.snapshot() if self._stderr is not None else None
-                message = connection_lost(exc.message, tail)
-                return _failed(ref, CONNECTION_CLOSED, message, stop=True)
+                return _failed(ref, CONNECTION_CLOSED, exc.message, stop=True)
             data = exc.error.data
             if isinstance(data, Mapping) and data.get("reason") == "invalid_request_state":
                 return _failed(ref, REQUEST_STATE_REJECTED, exc.message)

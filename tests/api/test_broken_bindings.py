@@ -30,6 +30,26 @@ print({MISSING_MODULE!r}, file=sys.stderr)
 sys.exit(1)
 """
 
+# A working MCP server whose tool kills the process after saying why on stderr.
+CRASH_REASON = "fatal: the shipping ledger is corrupt"
+CRASHING_SERVER = f"""
+import os
+import sys
+
+from mcp.server.mcpserver import MCPServer
+
+server = MCPServer("crashing")
+
+
+@server.tool()
+def book_shipment() -> str:
+    print({CRASH_REASON!r}, file=sys.stderr, flush=True)
+    os._exit(3)
+
+
+server.run()
+"""
+
 INTERNALS = ("ExceptionGroup", "FileNotFoundError(", "ConnectError(", "McpError(", "MCPError(")
 
 
@@ -46,12 +66,16 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     tmp = tmp_path_factory.mktemp("broken-bindings")
     script = tmp / "broken_server.py"
     script.write_text(BROKEN_SERVER)
+    crashing = tmp / "crashing_server.py"
+    crashing.write_text(CRASHING_SERVER)
     config = write_config(tmp / "m3.toml", tmp / "m3.sqlite")
     missing = tmp / "no-such-directory" / "no-such-mcp-server"
     bindings = {
         "broken": {"command": sys.executable, "args": [str(script)]},
         "missing": {"command": str(missing)},
         "closed": {"url": f"http://127.0.0.1:{closed_port()}/mcp"},
+        "crashing": {"command": sys.executable, "args": [str(crashing)]},
+        "nowhere": {"command": sys.executable, "cwd": str(tmp / "no-such-directory")},
     }
     with config.open("a") as out:
         for name, table in bindings.items():
@@ -73,13 +97,15 @@ def stubs(server: ServerProcess) -> Iterator[Stubs]:
         client.close()
 
 
-def failed_operation(stubs: Stubs, binding: str) -> execution_pb2.OperationResult:
+def failed_operation(
+    stubs: Stubs, binding: str, code: str = "server_unavailable"
+) -> execution_pb2.OperationResult:
     result = stubs.result(stubs.submit_managed(server=binding))
     assert result.outcome == execution_pb2.EXECUTION_OUTCOME_FAILED, result
     assert len(result.operations) == 1, result
     operation = result.operations[0]
     assert not operation.ok
-    assert operation.failure_code == "server_unavailable", operation
+    assert operation.failure_code == code, operation
     for internal in INTERNALS:
         assert internal not in operation.failure_message, operation.failure_message
         assert internal not in result.failure_message, result.failure_message
@@ -105,3 +131,13 @@ def test_http_binding_to_a_closed_port(stubs: Stubs) -> None:
     message = failed_operation(stubs, "closed").failure_message
     assert "could not reach" in message and "http://127.0.0.1:" in message, message
     assert "Connection refused" in message, message
+
+
+def test_stdio_working_directory_not_found(stubs: Stubs) -> None:
+    message = failed_operation(stubs, "nowhere").failure_message
+    assert "no-such-directory" in message and "not found" in message, message
+
+
+def test_stdio_server_that_dies_mid_call_reports_its_stderr(stubs: Stubs) -> None:
+    message = failed_operation(stubs, "crashing", "connection_closed").failure_message
+    assert CRASH_REASON in message, message
