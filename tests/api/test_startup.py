@@ -51,6 +51,7 @@ def test_second_server_on_a_busy_port_is_refused(tmp_path: Path) -> None:
         config = write_config(tmp_path / "second.toml", tmp_path / "second.sqlite")
         line = refused("--config", str(config), "--listen", first.address)
         assert first.address in line and "already in use" in line, line
+        assert not (tmp_path / "second.sqlite").exists()  # refused before touching anything
         # The first server still owns the port alone and keeps serving.
         assert first.process is not None and first.process.poll() is None
         stubs = first.stubs()
