@@ -253,7 +253,11 @@ class ManagedInputResolver:
         self._forget(round_id)
 
     def _forget(self, round_id: str) -> None:
+        """The round is terminal: nothing holds or settles it any more."""
         self._delivered.discard(round_id)
+        for logical_operation_id, delivering in list(self._delivering.items()):
+            if delivering == round_id:
+                del self._delivering[logical_operation_id]
         if self.open_round_id == round_id:
             self.open_round_id = None
             self._open_operation_id = None
