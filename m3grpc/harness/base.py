@@ -35,6 +35,9 @@ TOOL_NOT_SELECTED = "tool_not_selected"
 TOOL_NOT_FOUND = "tool_not_found"
 ROUND_LIMIT_EXCEEDED = "round_limit_exceeded"
 INVALID_INPUT_RESPONSE = "invalid_input_response"
+# The server asked with a form schema MCP does not allow (see m3grpc.form_schema):
+# no answer to it could be delivered, so it is refused before it becomes a round.
+INVALID_ELICITATION_SCHEMA = "invalid_elicitation_schema"
 UNSUPPORTED_INPUT_REQUEST = "unsupported_input_request"
 MCP_ERROR = "mcp_error"
 # The server refused an MRTR retry's request_state: the MCP Python SDK seals it
@@ -92,9 +95,23 @@ class InputResolver(Protocol):
     It may take as long as a human needs; the harness imposes no timeout. It
     may raise an `M3Error` (e.g. `OperationTimeout`) to fail the operation.
 
-    A resolver may also define `async operation_finished(result: OperationResult)`:
-    the harness calls it after each operation completes, so the resolver knows
-    every answer it handed out for that operation reached the server.
+    A harness never hands a resolver a form request whose schema MCP does not
+    allow (`m3grpc.form_schema`); it fails the operation with
+    `invalid_elicitation_schema` instead.
+
+    A resolver may also define these hooks (the harness calls those it has):
+
+    - `async operation_finished(result: OperationResult, *, last: bool = False)`
+      after each operation ends, before the connection closes: the answers
+      handed out for it reached the server if it completed. `last` says the
+      harness runs no further operation in this execution.
+    - `async input_requested(operation: OperationRef)` when the server asks the
+      operation for input again (whether or not the harness passes the request
+      on): the answers handed out for it before reached the server.
+    - `async input_delivered(operation: OperationRef)` when the operation's
+      latest answers reached the server: a legacy answer is handed to the MCP
+      session to send (legacy elicitation has no receipt; nothing later
+      confirms it), or the server replied to the retry that carried them.
     """
 
     async def __call__(self, round: InputRound) -> Mapping[str, ElicitationResponse]: ...

@@ -34,6 +34,10 @@ operation's `OperationResult` records them and the script goes on, except:
   managed round cannot be answered later). `run` returns the results, so the
   runtime sees the failure as data.
 - the connection could not be opened or was lost: recorded, script stops.
+- a form request whose schema MCP does not allow (`m3grpc.form_schema`, e.g.
+  a nested object property) is refused before it reaches the resolver: no
+  answer to it could be delivered. The operation fails
+  `invalid_elicitation_schema` (a held legacy call is cancelled).
 - the resolver raised anything else (a bug) or the run was cancelled: the
   exception propagates unchanged after the connection is closed.
 
@@ -65,6 +69,7 @@ from mcp_types import (
     METHOD_NOT_FOUND,
     CallToolResult,
     ElicitRequest,
+    ElicitRequestFormParams,
     ElicitRequestParams,
     ElicitResult,
     ErrorData,
@@ -80,8 +85,10 @@ from mcp_types import (
 from pydantic import ValidationError
 
 from m3grpc.errors import M3Error
+from m3grpc.form_schema import form_schema_problem
 from m3grpc.harness.base import (
     CONNECTION_CLOSED,
+    INVALID_ELICITATION_SCHEMA,
     INVALID_INPUT_RESPONSE,
     INVALID_SERVER_RESULT,
     MCP_ERROR,
@@ -222,12 +229,13 @@ class _Run:
                 outcome = await self._explain_lost_connection(
                     await self._run_one(stack, index, planned, selected)
                 )
+                last = index == len(plan) - 1 or outcome.stop or outcome.error is not None
                 if outcome.result is not None:
                     results.append(outcome.result)
-                    await self._report_finished(outcome.result)
+                    await self._report_finished(outcome.result, last=last)
                 if outcome.error is not None:
                     error = outcome.error
-                if outcome.stop or error is not None:
+                if last:
                     break
         if error is not None:
             raise error
@@ -242,12 +250,28 @@ class _Run:
         message = connection_lost(result.failure_message or "", await self._stderr.drained())
         return replace(outcome, result=result.model_copy(update={"failure_message": message}))
 
-    async def _report_finished(self, result: OperationResult) -> None:
-        # Optional hook (see InputResolver): the answers handed out for this
-        # operation have reached the server, since it completed.
+    async def _report_finished(self, result: OperationResult, *, last: bool) -> None:
+        # Optional hook (see InputResolver), called before the connection closes:
+        # the answers handed out for this operation reached the server if it
+        # completed, and the resolver can make the result durable at once.
         hook = getattr(self._resolver, "operation_finished", None)
         if hook is not None:
-            await hook(result)
+            await hook(result, last=last)
+
+    async def _report_input(self, active: _ActiveOperation, hook_name: str) -> bool:
+        """Call the resolver's optional `input_delivered`/`input_requested` hook;
+        False (and the operation aborted) if it raised."""
+        hook = getattr(self._resolver, hook_name, None)
+        if hook is None:
+            return True
+        try:
+            await hook(active.ref)
+        except BaseException as exc:
+            active.abort(error=exc)
+            if not isinstance(exc, Exception):
+                raise
+            return False
+        return True
 
     def _ref(self, index: int, step: OperationStep, arguments: Mapping[str, Any]) -> OperationRef:
         return OperationRef(
@@ -384,6 +408,12 @@ class _Run:
                 return self._sdk_failure(ref, exc)
             if not isinstance(reply, InputRequiredResult):
                 return _Outcome(_completed(ref, reply))
+            if responses is not None:
+                # The server answered a retry that carried answers: they reached
+                # it, and new requests mean it asked again (even past the limit).
+                hook = "input_requested" if reply.input_requests else "input_delivered"
+                if not await self._report_input(active, hook):
+                    return None
             state = reply.request_state
             responses = None
             if not reply.input_requests:
@@ -447,6 +477,9 @@ class _Run:
                     )
                 )
                 return None
+            if (problem := _schema_problem(wire_key, request.params)) is not None:
+                active.abort(failure=(INVALID_ELICITATION_SCHEMA, problem))
+                return None
             params[wire_key] = request.params
         wire_keys = mrtr_request_keys(params)
         round = InputRound(
@@ -481,11 +514,17 @@ class _Run:
         async with active.lock:
             if active.aborted:
                 return _refusal("the operation was aborted")
+            # The server asks again: answers handed out before reached it.
+            if not await self._report_input(active, "input_requested"):
+                return _refusal("the client could not record the request")
+            key = legacy_request_key(params)
+            if (problem := _schema_problem(key, params)) is not None:
+                active.abort(failure=(INVALID_ELICITATION_SCHEMA, problem))
+                return _refusal(problem)
             if active.rounds >= active.round_limit:
                 message = _round_limit_message(active)
                 active.abort(failure=(ROUND_LIMIT_EXCEEDED, message))
                 return _refusal(message)
-            key = legacy_request_key(params)
             round = InputRound(
                 operation=active.ref,
                 round_index=active.rounds,
@@ -506,6 +545,10 @@ class _Run:
             results = _check_answers(active, round, answers)
             if results is None:
                 return _refusal("the client could not obtain valid input")
+            # The SDK sends the answer once this callback returns, and nothing
+            # acknowledges it: the round is marked delivered just before.
+            if not await self._report_input(active, "input_delivered"):
+                return _refusal("the client could not record the delivery")
             return results[key]
 
     async def _resolve(self, round: InputRound) -> Mapping[str, ElicitationResponse]:
@@ -520,6 +563,14 @@ class _Run:
                 return _failed(ref, REQUEST_STATE_REJECTED, exc.message)
             return _failed(ref, MCP_ERROR, f"MCP error {exc.code}: {exc.message}")
         return _failed(ref, INVALID_SERVER_RESULT, str(exc))
+
+
+def _schema_problem(key: str, params: ElicitRequestParams) -> str | None:
+    """Why a form request cannot become a round (its schema is not one MCP allows)."""
+    if not isinstance(params, ElicitRequestFormParams):
+        return None
+    problem = form_schema_problem(params.requested_schema)
+    return None if problem is None else f"request {key!r}: {problem}"
 
 
 def _check_answers(

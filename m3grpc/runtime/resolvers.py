@@ -7,18 +7,24 @@ and drives the round through delivery:
 
     create_round -> (caller) submit_responses -> start_delivery -> harness answers
     the server -> mark_delivered -> resolve (the operation finished or asked again)
+
+A round ends in the status its operation earned: RESOLVED when the operation
+asked a new round or completed (the server returned a final result, error
+results included); FAILED with the operation's failure code when it failed
+without a result (e.g. `connection_closed`). Both resolvers store each finished
+operation's result durably as it finishes (with its round's resolve/fail, in
+one transaction), so recovery keeps what a tool returned.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import timedelta
 
 from m3grpc.errors import ManagedInputStateError, OperationTimeout
-from m3grpc.harness import InputRound
+from m3grpc.harness import InputRound, OperationRef
 from m3grpc.plan import answer_from_plan
 from m3grpc.runtime.leases import LeaseHolder
 from m3grpc.runtime.notifier import Notifier, wait_for
@@ -35,16 +41,28 @@ from m3grpc.types import (
 class PlanInputResolver:
     """human_input="fail": answer from the plan, or fail the operation."""
 
-    def __init__(self, plan: ElicitationPlan | None) -> None:
+    def __init__(
+        self,
+        plan: ElicitationPlan | None,
+        store: SqlExecutionStore,
+        *,
+        execution_id: str,
+        lease: LeaseHolder,
+    ) -> None:
         self._plan = plan
+        self._store = store
+        self._execution_id = execution_id
+        self._lease = lease
 
     async def __call__(self, round: InputRound) -> Mapping[str, ElicitationResponse]:
         return answer_from_plan(self._plan, round.operation.operation_name, round.requests)
 
-    async def operation_finished(self, result: OperationResult) -> None:
-        return None
+    async def operation_finished(self, result: OperationResult, *, last: bool = False) -> None:
+        await asyncio.to_thread(
+            self._store.record_operation, self._execution_id, self._lease.lease, result, last=last
+        )
 
-    async def settle_all(self) -> None:
+    async def settle_all(self, operations: Sequence[OperationResult] = ()) -> None:
         return None
 
     @property
@@ -79,7 +97,12 @@ class ManagedInputResolver:
         self._poll_interval = poll_interval
         # Rounds answered and handed to the harness, per logical operation.
         self._delivering: dict[str, str] = {}
+        # Those of them the server has been sent (legacy: no later receipt exists).
+        self._delivered: set[str] = set()
+        # The non-terminal round (at most one: a new round settles the earlier
+        # ones first) and its logical operation.
         self.open_round_id: str | None = None
+        self._open_operation_id: str | None = None
 
     async def __call__(self, round: InputRound) -> Mapping[str, ElicitationResponse]:
         operation = round.operation
@@ -108,13 +131,50 @@ class ManagedInputResolver:
             operation_parameters=dict(operation.arguments),
         )
         self.open_round_id = pending.round_id
+        self._open_operation_id = operation.logical_operation_id
         responses = await self._wait_for_response(pending)
         await asyncio.to_thread(self._rounds.start_delivery, pending.round_id, self._lease.lease)
         self._delivering[operation.logical_operation_id] = pending.round_id
         return responses
 
-    async def operation_finished(self, result: OperationResult) -> None:
-        await self._settle(result.logical_operation_id)
+    async def input_delivered(self, operation: OperationRef) -> None:
+        """The operation's answers reached the server: its round is DELIVERED while
+        the server works on, until the operation finishes or asks again."""
+        round_id = self._delivering.get(operation.logical_operation_id)
+        if round_id is None or round_id in self._delivered:
+            return
+        await asyncio.to_thread(self._rounds.mark_delivered, round_id, self._lease.lease)
+        self._delivered.add(round_id)
+
+    async def input_requested(self, operation: OperationRef) -> None:
+        """The operation asked again: its answered round is RESOLVED."""
+        await self._settle(operation.logical_operation_id)
+
+    async def operation_finished(self, result: OperationResult, *, last: bool = False) -> None:
+        """Settle the operation's open round as its outcome earned, storing `result`
+        in the same transaction; without an open round, store `result` alone."""
+        operation_id = result.logical_operation_id
+        round_id = self.open_round_id if self._open_operation_id == operation_id else None
+        if round_id is None:
+            await asyncio.to_thread(
+                self._store.record_operation,
+                self._execution_id,
+                self._lease.lease,
+                result,
+                last=last,
+            )
+            return
+        if _completed(result) and self._delivering.get(operation_id) == round_id:
+            await self._settle(operation_id, operation=result, last=last)
+            return
+        self._delivering.pop(operation_id, None)
+        if result.ok:
+            # The server finished without waiting for this round's answer.
+            code, message = "operation_finished", "the operation finished before its answer"
+        else:
+            code = result.failure_code or "operation_failed"
+            message = result.failure_message or ""
+        await self._fail(round_id, code, message, operation=result, last=last)
 
     @property
     def held_round_ids(self) -> list[str]:
@@ -124,34 +184,83 @@ class ManagedInputResolver:
             held.append(self.open_round_id)
         return held
 
-    async def settle_all(self) -> None:
-        """Every answer handed to the harness so far has reached the server."""
+    async def settle_all(self, operations: Sequence[OperationResult] = ()) -> None:
+        """Settle every answer handed to the harness so far: the operation asked
+        again or completed (resolved), unless `operations` (a harness's results)
+        says its operation failed without completing (failed with its code)."""
+        failed = {op.logical_operation_id: op for op in operations if not _completed(op)}
         for logical_operation_id in list(self._delivering):
-            await self._settle(logical_operation_id)
+            op = failed.get(logical_operation_id)
+            if op is None:
+                await self._settle(logical_operation_id)
+                continue
+            round_id = self._delivering.pop(logical_operation_id)
+            code = op.failure_code or "operation_failed"
+            await self._fail(round_id, code, op.failure_message or "")
 
     async def fail_open_round(self, failure_code: str, failure_message: str) -> None:
         """Fail the round still open when the execution stops (cancel, error, shutdown)."""
         round_id = self.open_round_id
         if round_id is None:
             return
-        with contextlib.suppress(ManagedInputStateError):  # already terminal
+        await self._fail(round_id, failure_code, failure_message)
+
+    async def _fail(
+        self,
+        round_id: str,
+        failure_code: str,
+        failure_message: str,
+        *,
+        operation: OperationResult | None = None,
+        last: bool = False,
+    ) -> None:
+        try:
             await asyncio.to_thread(
                 self._rounds.fail,
                 round_id,
                 self._lease.lease,
                 failure_code=failure_code,
                 failure_message=failure_message,
+                operation=operation,
+                last=last,
             )
-        self.open_round_id = None
+        except ManagedInputStateError:  # already terminal (e.g. its deadline passed)
+            if operation is not None:
+                await asyncio.to_thread(
+                    self._store.record_operation,
+                    self._execution_id,
+                    self._lease.lease,
+                    operation,
+                    last=last,
+                )
+        self._forget(round_id)
 
-    async def _settle(self, logical_operation_id: str) -> None:
+    async def _settle(
+        self,
+        logical_operation_id: str,
+        *,
+        operation: OperationResult | None = None,
+        last: bool = False,
+    ) -> None:
         round_id = self._delivering.pop(logical_operation_id, None)
         if round_id is None:
             return
-        await asyncio.to_thread(self._rounds.mark_delivered, round_id, self._lease.lease)
-        await asyncio.to_thread(self._rounds.resolve, round_id, self._lease.lease)
+        if round_id not in self._delivered:
+            await asyncio.to_thread(self._rounds.mark_delivered, round_id, self._lease.lease)
+        await asyncio.to_thread(
+            self._rounds.resolve, round_id, self._lease.lease, operation=operation, last=last
+        )
+        self._forget(round_id)
+
+    def _forget(self, round_id: str) -> None:
+        """The round is terminal: nothing holds or settles it any more."""
+        self._delivered.discard(round_id)
+        for logical_operation_id, delivering in list(self._delivering.items()):
+            if delivering == round_id:
+                del self._delivering[logical_operation_id]
         if self.open_round_id == round_id:
             self.open_round_id = None
+            self._open_operation_id = None
 
     async def _wait_for_response(
         self, pending: PendingElicitationRound
@@ -193,8 +302,13 @@ class ManagedInputResolver:
             )
         except ManagedInputStateError:
             return
-        self.open_round_id = None
+        self._forget(pending.round_id)
         raise OperationTimeout(
             f"round {pending.round_id} expired at its deadline {pending.deadline}",
             metadata={"round_id": pending.round_id, "execution_id": self._execution_id},
         )
+
+
+def _completed(result: OperationResult) -> bool:
+    """The server returned the operation's final result (an error result included)."""
+    return result.result is not None

@@ -183,7 +183,7 @@ class WorkerPool:
         operations: list[OperationResult] = []
         try:
             operations = await harness.run(task, resolver)
-            await resolver.settle_all()
+            await resolver.settle_all(operations)
         except asyncio.CancelledError:
             outcome, code, message = self._stop_reasons.get(
                 execution_id,
@@ -268,7 +268,9 @@ class WorkerPool:
         self, claimed: ClaimedExecution, spec: AgentSpec | OperationSpec, lease: LeaseHolder
     ) -> PlanInputResolver | ManagedInputResolver:
         if claimed.human_input != "managed":
-            return PlanInputResolver(spec.elicitation_plan)
+            return PlanInputResolver(
+                spec.elicitation_plan, self._store, execution_id=claimed.execution_id, lease=lease
+            )
         assert isinstance(spec, AgentSpec)
         timeout = spec.round_timeout_seconds
         return ManagedInputResolver(

@@ -43,14 +43,14 @@ from m3grpc.storage.events import (
     read_events,
 )
 from m3grpc.storage.managed_input import (
-    RECOVERY_FAILURE_CODE,
     Clock,
     SqlManagedInputStore,
     fail_open_rounds,
-    finish_execution_failed,
+    finish_recovered,
     new_lease_token,
     utc_now,
 )
+from m3grpc.storage.operations import record_operation
 from m3grpc.storage.response_validation import require_identifier
 from m3grpc.storage.schema import executions
 from m3grpc.types import (
@@ -60,6 +60,7 @@ from m3grpc.types import (
     ExecutionStatus,
     HumanInput,
     ManagedInputLease,
+    OperationResult,
     ensure_aware,
 )
 
@@ -269,6 +270,21 @@ class SqlExecutionStore:
                 .values(lifecycle=lifecycle.value, updated_at=now)
             )
 
+    def record_operation(
+        self,
+        execution_id: str,
+        lease: ManagedInputLease,
+        result: OperationResult,
+        *,
+        last: bool = False,
+    ) -> None:
+        """Store a finished operation's result durably (once per operation); `last`:
+        the harness runs no further operation. An operation with a round stores its
+        result with the round's resolve/fail instead. Recovery keeps these results."""
+        with write_transaction(self._engine) as conn:
+            _row, now = self._guard(conn, execution_id, lease)
+            record_operation(conn, execution_id, result, last=last, now=now)
+
     def finish(
         self, execution_id: str, lease: ManagedInputLease | None, result: ExecutionResult
     ) -> ExecutionState:
@@ -362,7 +378,8 @@ class SqlExecutionStore:
             )
 
     def fail_recovery(self, execution_id: str) -> ExecutionState:
-        """Fail closed an execution whose worker disappeared, with its open rounds."""
+        """Finish an execution whose worker disappeared: its open rounds fail closed;
+        it keeps its stored operation results (see `finish_recovered`)."""
         message = "the worker running this execution disappeared; it cannot be resumed"
         with write_transaction(self._engine) as conn:
             row = self._load(conn, execution_id, for_update=True)
@@ -374,13 +391,7 @@ class SqlExecutionStore:
                     "the execution's worker still holds a live lease",
                     metadata={"execution_id": execution_id},
                 )
-            finish_execution_failed(
-                conn,
-                execution_id,
-                now=now,
-                failure_code=RECOVERY_FAILURE_CODE,
-                failure_message=message,
-            )
+            finish_recovered(conn, execution_id, now=now, failure_message=message)
             return _state(self._load(conn, execution_id))
 
     # -- events -------------------------------------------------------------------

@@ -45,6 +45,7 @@ from m3grpc.storage.engine import (
     write_transaction,
 )
 from m3grpc.storage.events import EventKind, append_event, round_event_kind
+from m3grpc.storage.operations import earned_outcome, record_operation, stored_operations
 from m3grpc.storage.response_validation import (
     coerce_responses,
     require_identifier,
@@ -57,10 +58,12 @@ from m3grpc.types import (
     ElicitationRequest,
     ElicitationResponse,
     ExecutionOutcome,
+    ExecutionResult,
     ExecutionStatus,
     ManagedInputLease,
     ManagedInputRecord,
     ManagedInputStatus,
+    OperationResult,
     PendingElicitationRound,
     RedactedResponses,
     ensure_aware,
@@ -143,7 +146,14 @@ class ManagedInputStore(Protocol):
 
     def mark_delivered(self, round_id: str, lease: ManagedInputLease) -> ManagedInputRecord: ...
 
-    def resolve(self, round_id: str, lease: ManagedInputLease) -> ManagedInputRecord: ...
+    def resolve(
+        self,
+        round_id: str,
+        lease: ManagedInputLease,
+        *,
+        operation: OperationResult | None = None,
+        last: bool = False,
+    ) -> ManagedInputRecord: ...
 
     def fail(
         self,
@@ -153,6 +163,8 @@ class ManagedInputStore(Protocol):
         failure_code: str,
         failure_message: str,
         expected_statuses: Collection[ManagedInputStatus] | None = None,
+        operation: OperationResult | None = None,
+        last: bool = False,
     ) -> ManagedInputRecord: ...
 
     def fail_recovery(self, round_id: str) -> ManagedInputRecord: ...
@@ -453,13 +465,24 @@ class SqlManagedInputStore:
             stamp="delivered_at",
         )
 
-    def resolve(self, round_id: str, lease: ManagedInputLease) -> ManagedInputRecord:
+    def resolve(
+        self,
+        round_id: str,
+        lease: ManagedInputLease,
+        *,
+        operation: OperationResult | None = None,
+        last: bool = False,
+    ) -> ManagedInputRecord:
+        """The operation finished or asked again. `operation` (the finished
+        operation's result; `last`: the execution's final one) is stored in the
+        same transaction, so it is durable as soon as the round is resolved."""
         return self._transition(
             round_id,
             lease,
             (ManagedInputStatus.DELIVERED,),
             ManagedInputStatus.RESOLVED,
             stamp="resolved_at",
+            operation=(operation, last) if operation is not None else None,
         )
 
     def fail(
@@ -470,8 +493,11 @@ class SqlManagedInputStore:
         failure_code: str,
         failure_message: str,
         expected_statuses: Collection[ManagedInputStatus] | None = None,
+        operation: OperationResult | None = None,
+        last: bool = False,
     ) -> ManagedInputRecord:
-        """Fail a non-terminal round; `expected_statuses` narrows where it may fail from."""
+        """Fail a non-terminal round; `expected_statuses` narrows where it may fail from.
+        `operation` and `last` are stored as with `resolve`."""
         require_identifier(failure_code, "failure_code")
         return self._transition(
             round_id,
@@ -480,6 +506,7 @@ class SqlManagedInputStore:
             ManagedInputStatus.FAILED,
             stamp="failed_at",
             failure=(failure_code, failure_message),
+            operation=(operation, last) if operation is not None else None,
         )
 
     # -- recovery --------------------------------------------------------------
@@ -505,13 +532,7 @@ class SqlManagedInputStore:
                 failure_code=RECOVERY_FAILURE_CODE,
                 failure_message=message,
             )
-            finish_execution_failed(
-                conn,
-                row.execution_id,
-                now=now,
-                failure_code=RECOVERY_FAILURE_CODE,
-                failure_message=message,
-            )
+            finish_recovered(conn, row.execution_id, now=now, failure_message=message)
             return _record(written)
 
     def expired_round_ids(self) -> list[str]:
@@ -539,6 +560,7 @@ class SqlManagedInputStore:
         stamp: str,
         count_attempt: bool = False,
         failure: tuple[str, str] | None = None,
+        operation: tuple[OperationResult, bool] | None = None,
     ) -> ManagedInputRecord:
         with write_transaction(self._engine) as conn:
             row, now = self._guard(conn, round_id, lease, allowed)
@@ -548,6 +570,9 @@ class SqlManagedInputStore:
             if failure is not None:
                 values["failure_code"], values["failure_message"] = failure
             written = self._write(conn, row, status=target, now=now, **values)
+            if operation is not None:
+                result, last = operation
+                record_operation(conn, row.execution_id, result, last=last, now=now)
             if target is ManagedInputStatus.DELIVERY_STARTED:
                 _set_execution_lifecycle(conn, row.execution_id, ExecutionStatus.RUNNING, now)
             return _record(written)
@@ -691,31 +716,50 @@ def fail_open_rounds(
     return [round_id for round_id, _status in open_rounds]
 
 
-def finish_execution_failed(
-    conn: Connection, execution_id: str, *, now: datetime, failure_code: str, failure_message: str
+def finish_recovered(
+    conn: Connection, execution_id: str, *, now: datetime, failure_message: str
 ) -> bool:
-    """Finish an unfinished execution as failed (with its open rounds), inside the
-    caller's transaction."""
+    """Finish an unfinished execution whose worker disappeared, inside the caller's
+    transaction, keeping every operation result stored before it did.
+
+    If the stored results include the execution's final operation, every
+    operation completed: the execution finishes with the outcome they earned (as
+    its worker would have). Otherwise it finishes failed, `recovery_unavailable`.
+    Rounds still open fail `recovery_unavailable` either way."""
     fail_open_rounds(
-        conn, execution_id, now=now, failure_code=failure_code, failure_message=failure_message
+        conn,
+        execution_id,
+        now=now,
+        failure_code=RECOVERY_FAILURE_CODE,
+        failure_message=failure_message,
     )
-    result = conn.execute(
+    operations, complete = stored_operations(conn, execution_id)
+    if complete:
+        outcome, failure_code, message = earned_outcome(operations)
+    else:
+        outcome, failure_code, message = (
+            ExecutionOutcome.FAILED,
+            RECOVERY_FAILURE_CODE,
+            failure_message,
+        )
+    result = ExecutionResult(
+        execution_id=execution_id,
+        outcome=outcome,
+        operations=tuple(operations),
+        failure_code=failure_code,
+        failure_message=message,
+        finished_at=now,
+    )
+    finished = conn.execute(
         executions.update()
         .where(executions.c.execution_id == execution_id)
         .where(executions.c.lifecycle != ExecutionStatus.FINISHED.value)
         .values(
             lifecycle=ExecutionStatus.FINISHED.value,
-            outcome=ExecutionOutcome.FAILED.value,
+            outcome=outcome.value,
             failure_code=failure_code,
-            failure_message=failure_message,
-            result={
-                "execution_id": execution_id,
-                "outcome": ExecutionOutcome.FAILED.value,
-                "operations": [],
-                "failure_code": failure_code,
-                "failure_message": failure_message,
-                "finished_at": now.isoformat(),
-            },
+            failure_message=message,
+            result=result.model_dump(mode="json"),
             worker_owner_id=None,
             worker_lease_token=None,
             worker_lease_expires_at=None,
@@ -723,13 +767,13 @@ def finish_execution_failed(
             finished_at=now,
         )
     )
-    if result.rowcount != 1:
+    if finished.rowcount != 1:
         return False
     append_event(
         conn,
         EventKind.EXECUTION_FINISHED,
         execution_id=execution_id,
-        status=ExecutionOutcome.FAILED.value,
+        status=outcome.value,
         created_at=now,
     )
     return True

@@ -16,6 +16,7 @@ from jsonschema import Draft202012Validator, FormatChecker
 from jsonschema.exceptions import SchemaError
 
 from m3grpc.errors import FieldViolation, ManagedInputValidationError
+from m3grpc.form_schema import form_content_problems
 from m3grpc.types import (
     ElicitationRequest,
     ElicitationResponse,
@@ -100,10 +101,17 @@ def _validate_one(
     if validator is None:
         return [FieldViolation(path, "the request's schema is not a valid JSON schema")]
     content = json.loads(_canonical_json(response.content))
-    return [
+    violations = [
         FieldViolation(_content_path(path, list(error.absolute_path)), error.message)
         for error in sorted(validator.iter_errors(content), key=lambda e: list(e.absolute_path))
     ]
+    # A schema may let nested values through (e.g. additionalProperties), but an
+    # MCP ElicitResult cannot carry them: never acknowledge what cannot be delivered.
+    violations.extend(
+        FieldViolation(_content_path(path, [key]), problem)
+        for key, problem in sorted(form_content_problems(content).items())
+    )
+    return violations
 
 
 def _content_path(path: str, parts: list[Any]) -> str:

@@ -137,3 +137,30 @@ events = sa.Table(
     sa.Index("ix_m3_events_execution_seq", "execution_id", "seq"),
     sqlite_autoincrement=True,
 )
+
+# Each finished operation's result, written when it finishes: in the same
+# transaction that resolves (or fails) its round, or on its own for an operation
+# without one. Recovery finishes an execution with these results; `last` marks
+# the harness's final operation (every operation of the execution completed).
+operation_results = sa.Table(
+    "m3_operation_results",
+    metadata,
+    sa.Column(
+        "seq",
+        sa.BigInteger().with_variant(sa.Integer, "sqlite"),
+        primary_key=True,
+        autoincrement=True,
+    ),
+    sa.Column(
+        "execution_id",
+        sa.String(64),
+        sa.ForeignKey("m3_executions.execution_id", ondelete="CASCADE"),
+        nullable=False,
+    ),
+    sa.Column("logical_operation_id", sa.String(200), nullable=False),
+    sa.Column("result", JsonDocument, nullable=False),
+    sa.Column("last", sa.Boolean, nullable=False),
+    sa.Column("recorded_at", UtcMicros, nullable=False),
+    sa.UniqueConstraint("execution_id", "logical_operation_id", name="uq_operation_result"),
+    sqlite_autoincrement=True,
+)

@@ -25,9 +25,11 @@ from m3grpc.storage import (
 )
 from m3grpc.storage.schema import executions, rounds
 from m3grpc.types import (
+    ElicitationResponse,
     ExecutionOutcome,
     ExecutionResult,
     ExecutionStatus,
+    ManagedInputLease,
     ManagedInputStatus,
     OperationResult,
 )
@@ -164,6 +166,98 @@ def test_recovery_fails_expired_execution_and_its_rounds(
         (EventKind.ROUND_LEFT_PENDING, "failed"),
         (EventKind.EXECUTION_FINISHED, "failed"),
     ]
+
+
+def _operation(logical_operation_id: str, *, ok: bool = True) -> OperationResult:
+    return OperationResult(
+        logical_operation_id=logical_operation_id,
+        server="shipping",
+        operation_kind="tool",
+        operation_name="book_shipment",
+        ok=ok,
+        result={"content": [{"type": "text", "text": "booked"}]} if ok else None,
+        failure_code=None if ok else "connection_closed",
+        failure_message=None if ok else "gone",
+    )
+
+
+def _answered_round(
+    execution_store: SqlExecutionStore, clock: ManualClock
+) -> tuple[str, str, ManagedInputLease]:
+    """A claimed execution whose round was answered and delivered."""
+    execution_id = execution_store.create_execution({}, human_input="managed").state.execution_id
+    claimed = execution_store.claim_next(owner_id="w", lease_duration=LEASE)
+    assert claimed is not None
+    rounds_store = execution_store.managed_input_store
+    pending = make_round(execution_id, clock)
+    rounds_store.create_round(pending, lease=claimed.lease)
+    rounds_store.submit_responses(
+        pending.round_id,
+        {
+            "shipping_address": ElicitationResponse(
+                action="accept", content={"street": "1 Main", "city": "Pune"}
+            )
+        },
+        idempotency_key="k",
+    )
+    rounds_store.start_delivery(pending.round_id, claimed.lease)
+    rounds_store.mark_delivered(pending.round_id, claimed.lease)
+    return execution_id, pending.round_id, claimed.lease
+
+
+def test_recovery_keeps_the_results_of_a_completed_execution(
+    execution_store: SqlExecutionStore, clock: ManualClock
+) -> None:
+    # The round's resolve stores the last operation's result: every operation
+    # completed, so recovery finishes with the outcome they earned.
+    execution_id, round_id, lease = _answered_round(execution_store, clock)
+    execution_store.managed_input_store.resolve(
+        round_id, lease, operation=_operation("op-0"), last=True
+    )
+    clock.advance(31)
+    state = execution_store.fail_recovery(execution_id)
+    assert state.outcome is ExecutionOutcome.SUCCEEDED
+    assert state.failure_code is None
+    result = execution_store.get_result(execution_id)
+    assert result is not None
+    assert result.operations == (_operation("op-0"),)
+
+
+def test_recovery_keeps_finished_results_of_an_unfinished_execution(
+    execution_store: SqlExecutionStore, clock: ManualClock
+) -> None:
+    execution_id, round_id, lease = _answered_round(execution_store, clock)
+    execution_store.managed_input_store.resolve(round_id, lease, operation=_operation("op-0"))
+    execution_store.record_operation(execution_id, lease, _operation("op-1"))
+    execution_store.record_operation(execution_id, lease, _operation("op-1"))  # once only
+    clock.advance(31)
+    state = execution_store.fail_recovery(execution_id)
+    assert state.outcome is ExecutionOutcome.FAILED
+    assert state.failure_code == RECOVERY_FAILURE_CODE
+    result = execution_store.get_result(execution_id)
+    assert result is not None
+    assert result.operations == (_operation("op-0"), _operation("op-1"))
+
+
+def test_a_failed_last_operation_fails_the_recovered_execution_with_its_code(
+    execution_store: SqlExecutionStore, clock: ManualClock
+) -> None:
+    execution_id, round_id, lease = _answered_round(execution_store, clock)
+    failed = _operation("op-0", ok=False)
+    record = execution_store.managed_input_store.fail(
+        round_id,
+        lease,
+        failure_code="connection_closed",
+        failure_message="gone",
+        operation=failed,
+        last=True,
+    )
+    assert record.status is ManagedInputStatus.FAILED
+    clock.advance(31)
+    state = execution_store.fail_recovery(execution_id)
+    assert (state.outcome, state.failure_code) == (ExecutionOutcome.FAILED, "connection_closed")
+    result = execution_store.get_result(execution_id)
+    assert result is not None and result.operations == (failed,)
 
 
 def test_sqlite_durability_settings(tmp_path: Path) -> None:

@@ -98,13 +98,17 @@ const (
 	RoundStatus_ROUND_STATUS_RESPONSE_VALIDATED RoundStatus = 2
 	// A worker is delivering the response to the MCP server.
 	RoundStatus_ROUND_STATUS_DELIVERY_STARTED RoundStatus = 3
-	// The response reached the MCP server.
+	// The response reached the MCP server (legacy elicitation: it was handed to
+	// the MCP session to send; 2026-07-28: the server replied to the retry);
+	// the operation goes on.
 	RoundStatus_ROUND_STATUS_DELIVERED RoundStatus = 4
-	// Terminal: the operation finished or asked a new round.
+	// Terminal: the operation completed (the server returned its result, an
+	// error result included) or asked a new round.
 	RoundStatus_ROUND_STATUS_RESOLVED RoundStatus = 5
-	// Terminal: the round failed (deadline expired, execution cancelled,
-	// operation failed, or recovery unavailable); see its failure code. It
-	// never becomes pending again.
+	// Terminal: the round failed (deadline expired, execution cancelled, the
+	// operation failed without a result, or recovery unavailable); see its
+	// failure code, which for a failed operation is the operation's (e.g.
+	// `connection_closed`). It never becomes pending again.
 	RoundStatus_ROUND_STATUS_FAILED RoundStatus = 6
 )
 

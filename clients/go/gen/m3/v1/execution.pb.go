@@ -1049,7 +1049,9 @@ type ExecutionResult struct {
 	ExecutionId string `protobuf:"bytes,1,opt,name=execution_id,json=executionId,proto3" json:"execution_id,omitempty"`
 	// Output only. How it ended; never EXECUTION_OUTCOME_UNSPECIFIED.
 	Outcome ExecutionOutcome `protobuf:"varint,2,opt,name=outcome,proto3,enum=m3.v1.ExecutionOutcome" json:"outcome,omitempty"`
-	// Output only. The operations it performed, in the order they started.
+	// Output only. The operations it performed, in the order they started. When
+	// its worker disappeared, those that finished before (each is stored as it
+	// finishes).
 	Operations []*OperationResult `protobuf:"bytes,3,rep,name=operations,proto3" json:"operations,omitempty"`
 	// Output only. A stable machine-readable failure code when the outcome is
 	// EXECUTION_OUTCOME_FAILED; empty otherwise.

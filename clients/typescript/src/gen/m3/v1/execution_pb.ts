@@ -524,7 +524,9 @@ export type ExecutionResult = Message<"m3.v1.ExecutionResult"> & {
   outcome: ExecutionOutcome;
 
   /**
-   * Output only. The operations it performed, in the order they started.
+   * Output only. The operations it performed, in the order they started. When
+   * its worker disappeared, those that finished before (each is stored as it
+   * finishes).
    *
    * @generated from field: repeated m3.v1.OperationResult operations = 3;
    */
