@@ -975,16 +975,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--rounds",
         type=int,
         default=None,
-        help="rounds from submit per system and level, at least (40)",
+        help="rounds from submit per system and level, at least (24)",
     )
     parser.add_argument(
-        "--waves", type=int, default=None, help="... and at least WAVES x the level (2)"
+        "--waves", type=int, default=None, help="... and at least WAVES x the level (1)"
     )
     parser.add_argument(
         "--answer-rounds",
         type=int,
         default=None,
-        help="answering phase: batches of P, about this many rounds (32)",
+        help="answering phase: batches of P, about this many rounds (16)",
     )
     parser.add_argument(
         "--systems",
@@ -1028,13 +1028,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--watchers", type=int, default=4, help="scale mode: WatchPending subscribers (4)"
     )
     parser.add_argument("--get-pending-calls", type=int, default=200)
+    parser.add_argument(
+        "--keep-logs", type=Path, default=None, help="copy every process's log to this directory"
+    )
     args = parser.parse_args(argv)
     smoke = args.smoke
     defaults = {
         "in_flight": [1, 2] if smoke else [1, 16, 128],
-        "rounds": 3 if smoke else 40,
-        "waves": 1 if smoke else 2,
-        "answer_rounds": 2 if smoke else 32,
+        "rounds": 3 if smoke else 24,
+        "waves": 1,
+        "answer_rounds": 2 if smoke else 16,
         "phase_timeout": 60.0 if smoke else 180.0,
         "raw_transactions": 100 if smoke else 1500,
         "store_cycles": 10 if smoke else 300,
@@ -1079,6 +1082,8 @@ def main(argv: list[str] | None = None) -> int:
         raise
     finally:
         processes.stop_all()
+        if args.keep_logs is not None:
+            shutil.copytree(directory / "logs", args.keep_logs, dirs_exist_ok=True)
         shutil.rmtree(directory, ignore_errors=True)
     document["environment"]["seconds"] = round(time.monotonic() - started, 1)
     if args.scale:

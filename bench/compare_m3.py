@@ -34,7 +34,7 @@ import json
 import random
 import sys
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any, Literal
 from typing import Protocol as TypingProtocol
@@ -168,6 +168,20 @@ class Remote(System):
                 self.pauses.paused(event.round.execution_id, event.round.round_id)
 
 
+class StepFailed(Exception):
+    """A round failed at a named step (submit, pause, respond, result)."""
+
+
+@contextlib.contextmanager
+def step(name: str) -> Iterator[None]:
+    try:
+        yield
+    except StepFailed:
+        raise
+    except Exception as exc:
+        raise StepFailed(f"{name}: {type(exc).__name__}: {str(exc)[:300]}") from exc
+
+
 def answer_of() -> Any:
     from m3grpc import ElicitationResponse
 
@@ -182,8 +196,10 @@ async def answer(
     if before is not None:
         before()
     sent = time.monotonic_ns()
-    await handle.respond_elicitation(round_id, responses, idempotency_key=f"answer-{round_id}")
-    result = await handle.result(timeout=max(deadline - time.monotonic(), 0.1))
+    with step("respond"):
+        await handle.respond_elicitation(round_id, responses, idempotency_key=f"answer-{round_id}")
+    with step("result"):
+        result = await handle.result(timeout=max(deadline - time.monotonic(), 0.1))
     done = time.monotonic_ns()
     if str(result.outcome) not in ("succeeded", "ExecutionOutcome.SUCCEEDED"):
         raise RuntimeError(f"execution {handle.execution_id} ended {result.outcome}")
@@ -224,9 +240,11 @@ async def closed_loop(
         while issued < rounds and time.monotonic() < deadline:
             issued += 1
             try:
-                handle = await system.submit()
+                with step("submit"):
+                    handle = await system.submit()
                 started.append(handle)
-                round_id = await until_paused(system, handle, deadline)
+                with step("pause"):
+                    round_id = await until_paused(system, handle, deadline)
                 r1, r2 = await answer(handle, round_id, deadline)
                 finished.add(handle.execution_id)
                 resume.append(r1)
