@@ -113,6 +113,7 @@ class Child:
             start_new_session=True,
         )
         self.lines: queue.Queue[str | None] = queue.Queue()
+        self.ended = False  # its output reached end of file
         if pipe:
             threading.Thread(target=self._pump, daemon=True).start()
 
@@ -128,6 +129,8 @@ class Child:
 
     def read(self, timeout: float) -> str:
         deadline = time.monotonic() + timeout
+        if self.ended:
+            raise RuntimeError(f"{self.name} exited:\n{self.tail()}")
         while not ABORT.is_set():
             try:
                 line = self.lines.get(timeout=min(0.5, max(deadline - time.monotonic(), 0.01)))
@@ -136,6 +139,7 @@ class Child:
                     raise TimeoutError(f"{self.name}: no answer within {timeout:.0f} s") from None
                 continue
             if line is None:
+                self.ended = True
                 raise RuntimeError(f"{self.name} exited:\n{self.tail()}")
             return line
         raise RuntimeError("the run was abandoned")
@@ -208,13 +212,18 @@ class Processes:
 # -- the peers' virtual environment --------------------------------------------------------
 
 
-def ensure_venv(python: str, timeout: float) -> tuple[Path | None, str]:
+def ensure_venv(python: str, timeout: float, *, install: bool) -> tuple[Path | None, str]:
     """bench/.venv-bench with the pinned peers; (its python or None, what happened)."""
     venv_python = VENV / "bin" / "python"
     digest = hashlib.sha256(REQUIREMENTS.read_bytes()).hexdigest()
     marker = VENV / "requirements.sha256"
     if venv_python.exists() and marker.exists() and marker.read_text().strip() == digest:
         return venv_python, "already installed"
+    if not install:
+        return None, (
+            "not installed; --smoke does not install them (run once without --smoke, "
+            "or pass --install-peers)"
+        )
     start = time.monotonic()
     log(f"installing the peers into {VENV} (requirements-peers.txt)")
     try:
@@ -494,7 +503,7 @@ class Run:
             reply = worker.request(
                 {**command, "timeout": self.args.phase_timeout}, self.args.phase_timeout + 60
             )
-        except (TimeoutError, RuntimeError) as exc:
+        except (TimeoutError, RuntimeError, OSError) as exc:  # OSError: a dead worker's pipe
             measurement.failures.append(str(exc))
             self.failures.append(f"{system} {phase} x{in_flight}: {exc}")
             return measurement
@@ -544,8 +553,11 @@ def compare(args: argparse.Namespace, directory: Path, processes: Processes) -> 
     venv_python: Path | None = None
     venv_note = "not needed"
     if any(s in PEERS for s in systems):
-        # Smoke mode (CI) gives the install two minutes, then goes on without the peers.
-        venv_python, venv_note = ensure_venv(args.python_for_venv, 120 if args.smoke else 900)
+        # Smoke mode (CI) uses the peers only when they are installed already: the install
+        # takes one to two minutes, more than the whole smoke run may.
+        venv_python, venv_note = ensure_venv(
+            args.python_for_venv, 900, install=not args.smoke or args.install_peers
+        )
         if venv_python is None:
             if not args.smoke:
                 raise RuntimeError(f"the peers' environment: {venv_note}")
@@ -1015,6 +1027,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--raw-transactions", type=int, default=None)
     parser.add_argument("--store-cycles", type=int, default=None)
     parser.add_argument("--grpc-calls", type=int, default=None)
+    parser.add_argument(
+        "--install-peers",
+        action="store_true",
+        help="with --smoke: install the peers if missing (without --smoke they always are)",
+    )
     parser.add_argument(
         "--python-for-venv",
         default=sys.executable,
