@@ -872,6 +872,9 @@ def scale(args: argparse.Namespace, directory: Path, processes: Processes) -> di
     answered = worker.request(
         {"op": "scale_answer", "timeout": args.phase_timeout}, args.phase_timeout + 60
     )
+    for step, reply in (("pause", paused), ("GetPending", pending), ("answer", answered)):
+        if "error" in reply:
+            raise RuntimeError(f"scale {step}: {reply['error']}")
     watchers.send({"op": "stop"})
     watched = watchers.read_json(60)
     watch_latencies = [x for per in watched["latencies"] for x in per]

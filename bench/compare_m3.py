@@ -133,7 +133,7 @@ class Embedded(System):
 
     async def follow(self) -> None:
         runtime = self.kit.runtime
-        seq: int = await runtime.last_event_seq()
+        seq = 0  # the store is this worker's own, fresh: every event is ours
         while True:
             with runtime.events_waiter() as wake:
                 events = await runtime.events_after(seq, limit=500)
