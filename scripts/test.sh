@@ -32,3 +32,6 @@ echo "== go client: vet, gofmt, test"
 
 echo "== pytest"
 python3 -m pytest -q -p no:cacheprovider "$@"
+
+echo "== bench: bench/compare.py --smoke (M3 next to LangGraph and DBOS, tiny counts; no timing checked)"
+python3 bench/compare.py --smoke

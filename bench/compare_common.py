@@ -1,0 +1,200 @@
+"""Pieces shared by bench/compare.py and its worker processes (standard library only).
+
+The workers run in two interpreters: the project's (M3) and bench/.venv-bench (LangGraph,
+DBOS), so nothing here imports the project or a peer.
+
+Worker protocol: a worker prints one JSON line `{"ready": {...}}` when it is set up, then
+reads one JSON command per line on stdin and answers each with one JSON line; it writes
+those lines to the stdout it was started with, and points `sys.stdout` at stderr so that
+no library chatter can corrupt the protocol.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import IO, Any
+
+# What every system is asked, and what it answers.
+QUESTION = "Where should the shipment go?"
+ANSWER = {"street": "1 Main Street", "city": "Pune"}
+REQUEST_KEY = "shipping_address"
+RESUMED_MARK = "resumed_ns="
+TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def after_pause(answer: Mapping[str, Any]) -> tuple[str, int]:
+    """The work after the pause, the same in every system: note when it ran, book.
+
+    Returns the result text (which carries the monotonic timestamp) and the timestamp.
+    CLOCK_MONOTONIC is one clock for every process of the machine, so the MCP server's
+    timestamp compares with the driver's.
+    """
+    resumed_ns = time.monotonic_ns()
+    text = f"booked shipment to {answer['street']}, {answer['city']} {RESUMED_MARK}{resumed_ns}"
+    return text, resumed_ns
+
+
+def resumed_ns_in(text: str) -> int | None:
+    """The timestamp `after_pause` put into a result text (anywhere inside it)."""
+    at = text.find(RESUMED_MARK)
+    if at < 0:
+        return None
+    digits = ""
+    for char in text[at + len(RESUMED_MARK) :]:
+        if not char.isdigit():
+            break
+        digits += char
+    return int(digits) if digits else None
+
+
+def percentile(values: Sequence[float], q: float) -> float | None:
+    """Linear interpolation between closest ranks; None without values."""
+    data = sorted(values)
+    if not data:
+        return None
+    position = (len(data) - 1) * q
+    low = int(position)
+    high = min(low + 1, len(data) - 1)
+    return data[low] + (data[high] - data[low]) * (position - low)
+
+
+def process_cpu_seconds(pid: int) -> float | None:
+    """user + system CPU seconds of a live process (Linux /proc), children excluded."""
+    try:
+        fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()  # noqa: SIM115
+    except OSError:
+        return None
+    # Fields after the ")": state is [0]; utime, stime are [11], [12].
+    return (int(fields[11]) + int(fields[12])) / TICKS
+
+
+def process_rss_bytes(pid: int) -> int | None:
+    """Resident set size of a live process (VmRSS), in bytes."""
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            for line in status:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
+def own_cpu_seconds() -> float:
+    times = os.times()
+    return times.user + times.system
+
+
+def read_pragmas(connection: sqlite3.Connection) -> dict[str, Any]:
+    """The durability settings of one open SQLite connection, read back from it."""
+    journal = connection.execute("PRAGMA journal_mode").fetchone()[0]
+    synchronous = connection.execute("PRAGMA synchronous").fetchone()[0]
+    names = {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}
+    return {
+        "journal_mode": str(journal).upper(),
+        "synchronous": names.get(synchronous, synchronous),
+    }
+
+
+class PragmaProbe:
+    """Reads the pragmas of every SQLite connection any SQLAlchemy pool in this process
+    hands out (once per connection, at its first checkout, after the owner's own
+    `connect` listeners ran): what the system under test really uses."""
+
+    def __init__(self, path: str | None = None) -> None:
+        self.path = path  # also written there as JSON (for a process we cannot ask)
+        self.seen: dict[str, dict[str, list[Any]]] = {}
+        self._lock = threading.Lock()
+
+    def install(self) -> None:
+        from sqlalchemy import event
+        from sqlalchemy.pool import Pool
+
+        event.listen(Pool, "checkout", self._on_checkout)
+
+    def _on_checkout(self, dbapi_connection: Any, record: Any, _proxy: Any) -> None:
+        if record.info.get("m3_bench_probed") or not isinstance(
+            dbapi_connection, sqlite3.Connection
+        ):
+            return
+        record.info["m3_bench_probed"] = True
+        files = dbapi_connection.execute("PRAGMA database_list").fetchall()
+        database = next((row[2] for row in files if row[1] == "main"), "?")
+        self.note(os.path.basename(database) or "?", read_pragmas(dbapi_connection))
+
+    def note(self, database: str, pragmas: Mapping[str, Any]) -> None:
+        with self._lock:
+            entry = self.seen.setdefault(database, {"connections": [0]})
+            entry["connections"][0] += 1
+            for key, value in pragmas.items():
+                values = entry.setdefault(key, [])
+                if value not in values:
+                    values.append(value)
+            if self.path is not None:
+                with open(self.path + ".tmp", "w") as out:
+                    json.dump(self.seen, out)
+                os.replace(self.path + ".tmp", self.path)
+
+    def summary(self) -> dict[str, dict[str, Any]]:
+        with self._lock:
+            return {
+                database: {
+                    "connections": entry["connections"][0],
+                    **{k: v for k, v in entry.items() if k != "connections"},
+                }
+                for database, entry in self.seen.items()
+            }
+
+
+class Protocol:
+    """The worker side of the JSON-lines protocol (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self._out: IO[str] = os.fdopen(os.dup(sys.stdout.fileno()), "w", buffering=1)
+        os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+        sys.stdout = sys.stderr
+
+    def send(self, document: Mapping[str, Any]) -> None:
+        self._out.write(json.dumps(document) + "\n")
+        self._out.flush()
+
+    def serve(self, handle: Callable[[dict[str, Any]], dict[str, Any]]) -> None:
+        """Answer commands until `{"op": "quit"}` or end of input."""
+        for line in sys.stdin:
+            if not line.strip():
+                continue
+            command = json.loads(line)
+            if command.get("op") == "quit":
+                break
+            try:
+                reply = handle(command)
+            except Exception as exc:  # reported to the orchestrator, which records it
+                reply = {"error": f"{type(exc).__name__}: {exc}"}
+            self.send(reply)
+
+
+def batch_reply(
+    *,
+    rounds: int,
+    wall: float,
+    cpu: float,
+    resume: list[float],
+    result: list[float],
+    failures: list[str],
+) -> dict[str, Any]:
+    """A worker's answer to one measurement command (durations in seconds)."""
+    return {
+        "rounds": rounds,
+        "wall": wall,
+        "cpu": cpu,
+        "resume": resume,
+        "result": result,
+        "failures": failures[:20],
+        "failure_count": len(failures),
+    }

@@ -1,0 +1,68 @@
+"""The MCP server of bench/compare.py: one Streamable HTTP server on loopback, shared by
+every M3 execution of the run (the SDK's `MCPServer`).
+
+    python bench/compare_mcp_server.py --port N
+
+Two tools, each asking once for a `ShippingAddress` (request key `shipping_address`) and
+then running `compare_common.after_pause`, which stamps the result text with the
+monotonic time at which the tool's code after the pause ran:
+
+- `book_legacy`: `ctx.elicit(...)` mid-call (legacy `elicitation/create`; bind it with
+  protocol "legacy");
+- `book_mrtr`: a `Resolve(...)` resolver (2026-07-28 multi round-trip: the call returns an
+  `InputRequiredResult`, the retry with the answer runs the tool body).
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Annotated, Any
+
+from compare_common import QUESTION, after_pause
+from mcp.server.elicitation import AcceptedElicitation, ElicitationResult
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.resolve import Elicit, Resolve
+from pydantic import BaseModel
+
+
+class ShippingAddress(BaseModel):
+    street: str
+    city: str
+
+
+def shipping_address() -> Elicit[ShippingAddress]:
+    return Elicit(QUESTION, ShippingAddress)
+
+
+def finish(result: ElicitationResult[ShippingAddress]) -> str:
+    if isinstance(result, AcceptedElicitation):
+        text, _ = after_pause(result.data.model_dump())
+        return text
+    return f"shipment not booked: {result.action}"
+
+
+def build() -> MCPServer[Any]:
+    server: MCPServer[Any] = MCPServer("bench", log_level="WARNING")
+
+    @server.tool()
+    async def book_legacy(ctx: Context) -> str:
+        return finish(await ctx.elicit(QUESTION, ShippingAddress))
+
+    @server.tool()
+    async def book_mrtr(
+        address: Annotated[ElicitationResult[ShippingAddress], Resolve(shipping_address)],
+    ) -> str:
+        return finish(address)
+
+    return server
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--port", type=int, required=True)
+    args = parser.parse_args()
+    build().run("streamable-http", host="127.0.0.1", port=args.port)
+
+
+if __name__ == "__main__":
+    main()
