@@ -23,7 +23,8 @@ before `OperationTimeout`).
 | WorkQueueFullError             | WORK_QUEUE_FULL                    | RESOURCE_EXHAUSTED  | RetryInfo              |
 | ElicitationNotAnsweredError    | ELICITATION_NOT_ANSWERED           | FAILED_PRECONDITION | -                      |
 | RoundLimitExceededError        | ROUND_LIMIT_EXCEEDED               | FAILED_PRECONDITION | -                      |
-| (server shutting down: watch)  | SERVICE_SHUTTING_DOWN              | UNAVAILABLE         | -                      |
+| ServiceShuttingDownError       | SERVICE_SHUTTING_DOWN              | UNAVAILABLE         | -                      |
+| InternalError                  | INTERNAL                           | INTERNAL            | -                      |
 | any other exception            | INTERNAL                           | INTERNAL            | - (generic message)    |
 
 ResourceInfo types: `m3grpc.dev/ElicitationRound`, `m3grpc.dev/Execution`,
@@ -48,6 +49,7 @@ from m3grpc.errors import (
     ERROR_DOMAIN,
     ElicitationNotAnsweredError,
     ExecutionNotFoundError,
+    InternalError,
     M3Error,
     ManagedInputConflict,
     ManagedInputRecoveryError,
@@ -59,13 +61,14 @@ from m3grpc.errors import (
     RoundLimitExceededError,
     RoundNotFoundError,
     ServerBindingNotFoundError,
+    ServiceShuttingDownError,
     WorkQueueFullError,
 )
 
 log = logging.getLogger(__name__)
 
-INTERNAL_REASON = "INTERNAL"
-SHUTTING_DOWN_REASON = "SERVICE_SHUTTING_DOWN"
+INTERNAL_REASON = InternalError.reason
+SHUTTING_DOWN_REASON = ServiceShuttingDownError.reason
 
 
 @dataclass(frozen=True)
@@ -90,6 +93,8 @@ _CODES: dict[type[M3Error], grpc.StatusCode] = {
     WorkQueueFullError: grpc.StatusCode.RESOURCE_EXHAUSTED,
     ElicitationNotAnsweredError: grpc.StatusCode.FAILED_PRECONDITION,
     RoundLimitExceededError: grpc.StatusCode.FAILED_PRECONDITION,
+    ServiceShuttingDownError: grpc.StatusCode.UNAVAILABLE,
+    InternalError: grpc.StatusCode.INTERNAL,
 }
 
 _RESOURCES: dict[type[M3Error], _Resource] = {
