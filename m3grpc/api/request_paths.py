@@ -36,6 +36,9 @@ _RENAMES: dict[tuple[str, str], str] = {
     ("m3.v1.SubmitRequest", "store"): "human_input",
 }
 
+# A map key or JSON name longer than this is cut (marked with `…`).
+_MAX_SEGMENT_BYTES = 64
+
 _JSON_TYPES = frozenset(
     {"google.protobuf.Struct", "google.protobuf.Value", "google.protobuf.ListValue"}
 )
@@ -66,11 +69,21 @@ def request_path(request: descriptor.Descriptor, path: str, roots: Sequence[str]
     candidates += [_walk(request, [Name(root), *segments], offset=1) for root in roots]
     complete = [walk for walk in candidates if walk.complete]
     if complete:
-        return fieldpath.join(complete[0].segments)
+        return _join(complete[0].segments)
     best = max(candidates, key=lambda walk: (walk.consumed, len(walk.segments)))
     if best.segments:
-        return fieldpath.join(best.segments)
-    return roots[0] if roots else path
+        return _join(best.segments)
+    return roots[0] if roots else fieldpath.clip(path, _MAX_SEGMENT_BYTES)
+
+
+def _join(segments: Sequence[Segment]) -> str:
+    """The path; map keys and JSON names are cut short (a status must stay small)."""
+    short: list[Segment] = []
+    for segment in segments:
+        if isinstance(segment, Key | Name) and len(segment.value.encode()) > _MAX_SEGMENT_BYTES:
+            segment = Key(fieldpath.clip(segment.value, _MAX_SEGMENT_BYTES))
+        short.append(segment)
+    return fieldpath.join(short)
 
 
 def _roots(request: message.Message) -> list[str]:
