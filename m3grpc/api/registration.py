@@ -5,7 +5,9 @@ do not decode (not a message, a string that is not UTF-8, a Struct nested past
 the decoder's depth limit) make grpc answer UNKNOWN or INTERNAL without any
 details. Here the deserializer hands the handler an `Undecodable` instead,
 and `guard` rejects it with the service's typed INVALID_ARGUMENT error
-(ErrorInfo included) and one log line.
+(ErrorInfo included) and one log line. A decoded request with a NUL character
+in any string (a field, a map key, a Struct key or value) is rejected the same
+way, with a field violation per string and no log line.
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ from typing import Any
 import grpc
 from google.protobuf import descriptor, message, message_factory
 
-from m3grpc.errors import ManagedInputValidationError, ModelValidationError
+from m3grpc.api.request_paths import nul_paths
+from m3grpc.errors import FieldViolation, ManagedInputValidationError, ModelValidationError
 
 log = logging.getLogger(__name__)
 
@@ -25,18 +28,23 @@ InvalidRequest = type[ModelValidationError] | type[ManagedInputValidationError]
 
 
 class Undecodable:
-    """A request whose bytes did not decode; `error` is what the caller gets."""
+    """A request rejected before its handler runs; `error` is what the caller gets.
 
-    def __init__(self, type_name: str, size: int, reason: str, invalid: InvalidRequest) -> None:
-        self.type_name = type_name
-        self.size = size
-        self.reason = reason
-        self.error = invalid(f"the request is not a valid {type_name} message")
+    Bytes that did not decode (logged, one line), or a message holding a NUL
+    character in a string (no store can keep one: PostgreSQL text and JSONB
+    refuse it), reported as field violations."""
+
+    def __init__(
+        self,
+        error: ModelValidationError | ManagedInputValidationError,
+        log_line: str | None = None,
+    ) -> None:
+        self.error = error
+        self.log_line = log_line
 
     def log(self) -> None:
-        log.warning(
-            "rejected an undecodable %s (%d bytes): %s", self.type_name, self.size, self.reason
-        )
+        if self.log_line is not None:
+            log.warning("%s", self.log_line)
 
 
 def _deserializer(cls: type[message.Message], invalid: InvalidRequest) -> Callable[[bytes], Any]:
@@ -44,9 +52,25 @@ def _deserializer(cls: type[message.Message], invalid: InvalidRequest) -> Callab
 
     def deserialize(data: bytes) -> message.Message | Undecodable:
         try:
-            return cls.FromString(data)
+            request = cls.FromString(data)
         except (message.DecodeError, RecursionError, ValueError) as exc:
-            return Undecodable(name, len(data), str(exc) or type(exc).__name__, invalid)
+            reason = str(exc) or type(exc).__name__
+            return Undecodable(
+                invalid(f"the request is not a valid {name} message"),
+                f"rejected an undecodable {name} ({len(data)} bytes): {reason}",
+            )
+        paths = nul_paths(request)
+        if paths:
+            return Undecodable(
+                invalid(
+                    "strings must not contain NUL characters",
+                    field_violations=[
+                        FieldViolation(path, "must not contain NUL (U+0000) characters")
+                        for path in paths
+                    ],
+                )
+            )
+        return request
 
     return deserialize
 

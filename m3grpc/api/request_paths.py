@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from google.protobuf import descriptor, message
+from google.protobuf import descriptor, message, struct_pb2
 
 from m3grpc import fieldpath
 from m3grpc.errors import FieldViolation
@@ -160,3 +160,57 @@ def _is_repeated(field: descriptor.FieldDescriptor) -> bool:
 
 def _is_map(field: descriptor.FieldDescriptor) -> bool:
     return bool(field.message_type is not None and field.message_type.GetOptions().map_entry)
+
+
+def nul_paths(request: message.Message) -> list[str]:
+    """The request paths of every string in `request` holding a NUL character
+    (fields, map keys, Struct keys and values)."""
+    found: list[list[Segment]] = []
+    _nul_in_message(request, [], found)
+    return [_join(segments) for segments in found]
+
+
+def _nul_in_message(
+    holder: message.Message, path: list[Segment], found: list[list[Segment]]
+) -> None:
+    if holder.DESCRIPTOR.full_name in _JSON_TYPES:
+        _nul_in_json(holder, path, found)
+        return
+    for field, value in holder.ListFields():
+        here = [*path, Name(field.name)]
+        if _is_map(field):
+            for key, item in value.items():
+                at = [*here, Key(str(key))]
+                if isinstance(key, str) and "\0" in key:
+                    found.append(at)
+                _nul_in_value(item, at, found)
+        elif _is_repeated(field):
+            for index, item in enumerate(value):
+                _nul_in_value(item, [*here, Index(index)], found)
+        else:
+            _nul_in_value(value, here, found)
+
+
+def _nul_in_value(value: object, path: list[Segment], found: list[list[Segment]]) -> None:
+    if isinstance(value, message.Message):
+        _nul_in_message(value, path, found)
+    elif isinstance(value, str) and "\0" in value:
+        found.append(path)
+
+
+def _nul_in_json(value: message.Message, path: list[Segment], found: list[list[Segment]]) -> None:
+    if isinstance(value, struct_pb2.Struct):
+        for key, item in value.fields.items():
+            at = [*path, Name(key)]
+            if "\0" in key:
+                found.append(at)
+            _nul_in_json(item, at, found)
+    elif isinstance(value, struct_pb2.ListValue):
+        for index, item in enumerate(value.values):
+            _nul_in_json(item, [*path, Index(index)], found)
+    elif isinstance(value, struct_pb2.Value):
+        kind = value.WhichOneof("kind")
+        if kind == "string_value" and "\0" in value.string_value:
+            found.append(path)
+        elif kind in ("struct_value", "list_value"):
+            _nul_in_json(getattr(value, kind), path, found)

@@ -261,3 +261,22 @@ def test_undecodable_requests(shared_server: ServerProcess, stubs: Stubs) -> Non
     log = shared_server.log.read_text()[logged_before:]
     assert "rejected an undecodable m3.v1.RespondRequest" in log
     assert "Traceback" not in log
+
+
+def test_nul_characters_are_rejected(stubs: Stubs) -> None:
+    # No store can keep U+0000 (PostgreSQL text and JSONB refuse it).
+    found = _violations(
+        stubs.executions.Snapshot,
+        execution_service_pb2.SnapshotRequest(execution_id="exe_\x00"),
+        execution_service_pb2.SnapshotRequest.DESCRIPTOR,
+    )
+    assert set(found) == {"execution_id"}
+    response = elicitation_pb2.ElicitationResponse(
+        action=elicitation_pb2.ELICITATION_ACTION_ACCEPT,
+        content=_struct({"street": "1 Main\x00Street", "city": "Pune"}),
+    )
+    request = elicitation_service_pb2.RespondRequest(
+        round_id="rnd_x", idempotency_key="k", responses={"shipping_address": response}
+    )
+    found = _violations(stubs.elicitation.Respond, request, RESPOND)
+    assert set(found) == {"responses['shipping_address'].content.street"}

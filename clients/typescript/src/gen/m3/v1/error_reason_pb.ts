@@ -54,8 +54,9 @@ export enum ErrorReason {
    * with an OperationSpec, or with an AgentSpec that has an elicitation plan),
    * an enum value the service does not know, NaN or an infinity in a
    * `google.protobuf.Struct`, a `google.protobuf.Duration` outside its valid
-   * range, an empty `execution_id`, a negative `timeout`, or bytes that are
-   * not a valid request message. Nothing was changed.
+   * range, a string holding a NUL character, an empty `execution_id`, a
+   * negative `timeout`, or bytes that are not a valid request message.
+   * Nothing was changed.
    *
    * Wire reason: "MODEL_VALIDATION_FAILED". Status code: INVALID_ARGUMENT.
    * Details: `google.rpc.BadRequest` with one field violation per bad field,
@@ -79,8 +80,9 @@ export enum ErrorReason {
    * key, a response map whose keys are not exactly the round's request keys,
    * an unspecified action or one the service does not know, content that
    * does not validate against the request's schema or holds NaN or an
-   * infinity, content on a URL, decline or cancel response, an unreadable
-   * page token or cursor, or bytes that are not a valid request message.
+   * infinity, content on a URL, decline or cancel response, a string
+   * holding a NUL character, an unreadable page token or cursor, or bytes
+   * that are not a valid request message.
    * The round is unchanged (still pending).
    *
    * Wire reason: "MANAGED_INPUT_INVALID". Status code: INVALID_ARGUMENT.
