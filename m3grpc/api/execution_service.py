@@ -65,10 +65,15 @@ class ExecutionService(execution_service_pb2_grpc.ExecutionServiceServicer):
         try:
             result = await self._runtime.result(execution_id, timeout=wait)
         except ResultWaitTimeout as error:
-            waited = requested if requested is not None else wait or 0.0
+            # The requested Duration as sent (a float of the longest one would not
+            # convert back), else the wait the call's deadline allowed.
+            waited = (
+                str(request.timeout.ToJsonString())
+                if requested is not None
+                else convert.duration_json(wait or 0.0)
+            )
             raise ResultWaitTimeout(
-                error.message,
-                metadata={"execution_id": execution_id, "timeout": convert.duration_json(waited)},
+                error.message, metadata={"execution_id": execution_id, "timeout": waited}
             ) from None
         return pb.ResultResponse(result=messages.result_message(result))
 

@@ -280,3 +280,26 @@ def test_nul_characters_are_rejected(stubs: Stubs) -> None:
     )
     found = _violations(stubs.elicitation.Respond, request, RESPOND)
     assert set(found) == {"responses['shipping_address'].content.street"}
+
+
+def test_result_with_the_longest_duration_is_a_typed_wait_timeout(stubs: Stubs) -> None:
+    execution_id = stubs.submit_managed()
+    try:
+        stubs.wait_pending(execution_id)
+        longest = duration_pb2.Duration(seconds=315_576_000_000, nanos=999_999_999)
+        request = execution_service_pb2.ResultRequest(execution_id=execution_id, timeout=longest)
+        caught = expect_failure(stubs.executions.Result, request, timeout=2)
+        assert caught.code == grpc.StatusCode.DEADLINE_EXCEEDED
+        assert caught.info.reason == "RESULT_WAIT_TIMEOUT"
+        assert caught.info.metadata["timeout"] == "315576000000.999999999s"
+        submit = execution_service_pb2.SubmitRequest(
+            agent=_agent(round_timeout=longest), human_input=execution_pb2.HUMAN_INPUT_MANAGED
+        )
+        try:
+            accepted = stubs.executions.Submit(submit, timeout=30).execution_id
+        except grpc.RpcError as error:  # a limit on round_timeout may refuse it: typed
+            assert failure(error).code == grpc.StatusCode.INVALID_ARGUMENT
+        else:
+            stubs.executions.Cancel(execution_service_pb2.CancelRequest(execution_id=accepted))
+    finally:
+        stubs.executions.Cancel(execution_service_pb2.CancelRequest(execution_id=execution_id))
