@@ -24,9 +24,14 @@ class FieldViolation:
 
 
 class M3Error(Exception):
-    """Base of every typed M3 error."""
+    """Base of every typed M3 error.
+
+    `code` is the gRPC status code name (e.g. `"NOT_FOUND"`) of an error the
+    remote client raised for a failed call; None for an embedded error.
+    """
 
     reason: ClassVar[str] = "M3_ERROR"
+    code: str | None = None
 
     def __init__(self, message: str, *, metadata: Mapping[str, str] | None = None) -> None:
         super().__init__(message)
@@ -157,3 +162,17 @@ class ServerBindingNotFoundError(M3Error):
     """A submission names an MCP server binding the service does not configure."""
 
     reason = "SERVER_BINDING_NOT_FOUND"
+
+
+class InternalError(M3Error):
+    """The service failed unexpectedly (INTERNAL). The request may or may not have
+    taken effect: retry idempotent calls, or calls with the same request ID or key."""
+
+    reason = "INTERNAL"
+
+
+class ServiceShuttingDownError(M3Error):
+    """The service is shutting down and ended a long-lived call (WatchPending):
+    reconnect and resume with the cursor of the last event processed."""
+
+    reason = "SERVICE_SHUTTING_DOWN"

@@ -97,7 +97,14 @@ class ExecutionStatus(enum.StrEnum):
 
 
 class ExecutionOutcome(enum.StrEnum):
-    """How a finished execution ended."""
+    """How a finished execution ended.
+
+    SUCCEEDED: every operation completed; no failure code. CANCELLED: `cancel()`
+    was called, and only then; failure code `cancelled`. FAILED: anything else
+    ended it (an operation, the harness, recovery, the service shutting down:
+    `worker_shutdown`); the failure code says what. `failure_code` and
+    `failure_message` are set for every outcome other than SUCCEEDED.
+    """
 
     SUCCEEDED = "succeeded"
     FAILED = "failed"

@@ -4,13 +4,15 @@ Duration and the enums. Shared by the servicers and the remote client.
 
 from __future__ import annotations
 
+import math
 import typing
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
-from google.protobuf import duration_pb2, json_format, struct_pb2, timestamp_pb2
+from google.protobuf import duration_pb2, struct_pb2, timestamp_pb2
 
+from m3grpc import fieldpath
 from m3grpc.api.gen.m3.v1 import elicitation_pb2, execution_pb2
 from m3grpc.types import (
     ElicitationAction,
@@ -26,8 +28,48 @@ from m3grpc.types import (
 _EXACT_INT = 2**53
 
 
+# The range of a valid google.protobuf.Duration (about 10,000 years).
+_MAX_DURATION_SECONDS = 315_576_000_000
+
+
+class WireValueError(ValueError):
+    """A received value the model cannot take. `path` continues the path of the
+    field that held it (`.city`, `[2]`); the caller reports it as a field violation."""
+
+    def __init__(self, description: str, path: str = "") -> None:
+        super().__init__(description)
+        self.description = description
+        self.path = path
+
+
 def struct_to_dict(message: struct_pb2.Struct) -> dict[str, Any]:
-    return cast(dict[str, Any], _ints(json_format.MessageToDict(message)))
+    """A Struct as JSON; WireValueError for NaN or an infinity (JSON has neither)."""
+    return {key: _json(value, fieldpath.member(key)) for key, value in message.fields.items()}
+
+
+def _json(value: struct_pb2.Value, path: str) -> Any:
+    kind = value.WhichOneof("kind")
+    if kind == "number_value":
+        number = value.number_value
+        if not math.isfinite(number):
+            raise WireValueError(f"{number} is not a JSON number", path)
+        # Struct numbers are doubles; integral values up to 2**53 are exact, so they
+        # go back to int (an MCP server's `int` field would reject 2.0 in strict mode).
+        return int(number) if number.is_integer() and abs(number) <= _EXACT_INT else number
+    if kind == "string_value":
+        return value.string_value
+    if kind == "bool_value":
+        return value.bool_value
+    if kind == "struct_value":
+        return {
+            key: _json(item, path + fieldpath.member(key))
+            for key, item in value.struct_value.fields.items()
+        }
+    if kind == "list_value":
+        return [
+            _json(item, f"{path}[{index}]") for index, item in enumerate(value.list_value.values)
+        ]
+    return None  # null_value, or no kind set
 
 
 def dict_to_struct(value: Mapping[str, Any]) -> struct_pb2.Struct:
@@ -39,16 +81,6 @@ def dict_to_struct(value: Mapping[str, Any]) -> struct_pb2.Struct:
 def optional_struct(holder: Any, field: str) -> dict[str, Any] | None:
     """The Struct field as a dict, or None when it is unset."""
     return struct_to_dict(getattr(holder, field)) if holder.HasField(field) else None
-
-
-def _ints(value: Any) -> Any:
-    if isinstance(value, float) and value.is_integer() and abs(value) <= _EXACT_INT:
-        return int(value)
-    if isinstance(value, dict):
-        return {key: _ints(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_ints(item) for item in value]
-    return value
 
 
 def timestamp(value: datetime) -> timestamp_pb2.Timestamp:
@@ -73,7 +105,16 @@ def duration(seconds: float) -> duration_pb2.Duration:
 
 
 def from_duration(message: duration_pb2.Duration) -> float:
-    return float(message.ToTimedelta().total_seconds())
+    """Seconds; WireValueError for a Duration outside the range the type allows."""
+    seconds, nanos = message.seconds, message.nanos
+    if (
+        abs(seconds) > _MAX_DURATION_SECONDS
+        or abs(nanos) > 999_999_999
+        or (seconds > 0 > nanos)
+        or (seconds < 0 < nanos)
+    ):
+        raise WireValueError("not a valid google.protobuf.Duration (out of range)")
+    return float(seconds + nanos / 1e9)
 
 
 def duration_json(seconds: float) -> str:

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from m3grpc.api import convert, guard, messages, tokens
+from m3grpc.api.gen.m3.v1 import elicitation_pb2, elicitation_service_pb2_grpc
 from m3grpc.api.gen.m3.v1 import elicitation_service_pb2 as pb
-from m3grpc.api.gen.m3.v1 import elicitation_service_pb2_grpc
 from m3grpc.api.guard import Context
 from m3grpc.api.redaction import elicitation_round_message
 from m3grpc.errors import FieldViolation, ManagedInputValidationError
@@ -64,8 +64,10 @@ class ElicitationService(elicitation_service_pb2_grpc.ElicitationServiceServicer
         statuses: list[ManagedInputStatus] = []
         for index, number in enumerate(request.statuses):
             value = convert.ROUND_STATUS.model(number)
+            if number == elicitation_pb2.ROUND_STATUS_UNSPECIFIED:
+                raise _invalid(f"statuses[{index}]", "must be set")
             if value is None:
-                raise _invalid(f"statuses[{index}]", "must be a known status")
+                raise _invalid(f"statuses[{index}]", f"unknown enum value {number}")
             statuses.append(ManagedInputStatus(value))
         filters = tokens.filter_digest(request.execution_id, [s.value for s in statuses])
         after = tokens.read_page_token(request.page_token, filters) if request.page_token else None

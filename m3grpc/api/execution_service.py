@@ -32,12 +32,11 @@ class ExecutionService(execution_service_pb2_grpc.ExecutionServiceServicer):
     @guard.unary
     async def Submit(self, request: pb.SubmitRequest, context: Context) -> pb.SubmitResponse:
         document, human_input = spec_codec.submission(request, self._bindings)
-        try:
-            created = await self._runtime.submit(
-                document, human_input, request_id=request.request_id or None
-            )
-        except ModelValidationError as error:
-            raise spec_codec.qualified(error, document["kind"]) from None
+        # Violations the model layer finds name model fields; guard maps them to
+        # request paths.
+        created = await self._runtime.submit(
+            document, human_input, request_id=request.request_id or None
+        )
         state = created.state
         return pb.SubmitResponse(
             execution_id=state.execution_id, state=messages.state_message(state)
@@ -53,12 +52,12 @@ class ExecutionService(execution_service_pb2_grpc.ExecutionServiceServicer):
         execution_id = _execution_id(request.execution_id)
         requested = None
         if request.HasField("timeout"):
-            requested = convert.from_duration(request.timeout)
+            try:
+                requested = convert.from_duration(request.timeout)
+            except convert.WireValueError as exc:
+                raise _invalid_timeout(exc.description) from None
             if requested < 0:
-                raise ModelValidationError(
-                    "invalid Result request",
-                    field_violations=[FieldViolation("timeout", "must not be negative")],
-                )
+                raise _invalid_timeout("must not be negative")
         wait = requested
         remaining = context.time_remaining()
         if remaining is not None and (wait is None or remaining - _DEADLINE_MARGIN < wait):
@@ -66,10 +65,15 @@ class ExecutionService(execution_service_pb2_grpc.ExecutionServiceServicer):
         try:
             result = await self._runtime.result(execution_id, timeout=wait)
         except ResultWaitTimeout as error:
-            waited = requested if requested is not None else wait or 0.0
+            # The requested Duration as sent (a float of the longest one would not
+            # convert back), else the wait the call's deadline allowed.
+            waited = (
+                str(request.timeout.ToJsonString())
+                if requested is not None
+                else convert.duration_json(wait or 0.0)
+            )
             raise ResultWaitTimeout(
-                error.message,
-                metadata={"execution_id": execution_id, "timeout": convert.duration_json(waited)},
+                error.message, metadata={"execution_id": execution_id, "timeout": waited}
             ) from None
         return pb.ResultResponse(result=messages.result_message(result))
 
@@ -87,6 +91,12 @@ class ExecutionService(execution_service_pb2_grpc.ExecutionServiceServicer):
                 yield event
         except ServiceShuttingDown:
             await context.abort_with_status(rpc_status.to_status(shutting_down_status()))
+
+
+def _invalid_timeout(why: str) -> ModelValidationError:
+    return ModelValidationError(
+        "invalid Result request", field_violations=[FieldViolation("timeout", why)]
+    )
 
 
 def _execution_id(value: str) -> str:

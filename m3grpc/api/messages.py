@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, cast
 
+from m3grpc import fieldpath
 from m3grpc.api import convert
 from m3grpc.api.gen.m3.v1 import elicitation_pb2, execution_pb2
 from m3grpc.errors import FieldViolation, ManagedInputValidationError
@@ -130,17 +131,28 @@ def response_message(response: ElicitationResponse) -> elicitation_pb2.Elicitati
 def responses_model(
     messages: Mapping[str, elicitation_pb2.ElicitationResponse],
 ) -> dict[str, ElicitationResponse]:
-    """The response map of a RespondRequest; an unset action is a field violation."""
+    """The response map of a RespondRequest; an unset or unknown action, or content
+    JSON cannot hold, is a field violation."""
     responses: dict[str, ElicitationResponse] = {}
     violations: list[FieldViolation] = []
     for key, message in messages.items():
+        path = "responses" + fieldpath.key(key)
         action = convert.ACTION.model(message.action)
-        if action is None:
-            violations.append(FieldViolation(f"responses[{key}].action", "must be set"))
+        if message.action == elicitation_pb2.ELICITATION_ACTION_UNSPECIFIED:
+            violations.append(FieldViolation(f"{path}.action", "must be set"))
+        elif action is None:
+            violations.append(
+                FieldViolation(f"{path}.action", f"unknown enum value {message.action}")
+            )
+        try:
+            content = convert.optional_struct(message, "content")
+        except convert.WireValueError as exc:
+            violations.append(FieldViolation(f"{path}.content{exc.path}", exc.description))
             continue
-        responses[key] = ElicitationResponse.model_validate(
-            {"action": action, "content": convert.optional_struct(message, "content")}
-        )
+        if action is not None:
+            responses[key] = ElicitationResponse.model_validate(
+                {"action": action, "content": content}
+            )
     if violations:
         raise ManagedInputValidationError("invalid responses", field_violations=violations)
     return responses

@@ -21,13 +21,10 @@ from grpc_reflection.v1alpha import reflection
 from m3grpc.api.config import ServiceConfig, check_listen
 from m3grpc.api.elicitation_service import ElicitationService
 from m3grpc.api.execution_service import ExecutionService
-from m3grpc.api.gen.m3.v1 import (
-    elicitation_service_pb2,
-    elicitation_service_pb2_grpc,
-    execution_service_pb2,
-    execution_service_pb2_grpc,
-)
+from m3grpc.api.gen.m3.v1 import elicitation_service_pb2, execution_service_pb2
+from m3grpc.api.registration import add_servicer
 from m3grpc.api.watch import PendingWatch
+from m3grpc.errors import ManagedInputValidationError, ModelValidationError
 from m3grpc.runtime import Runtime
 from m3grpc.storage import SqlExecutionStore
 
@@ -116,12 +113,18 @@ async def start_service(config: ServiceConfig, *, listen: str | None = None) -> 
     watch = PendingWatch(
         runtime, poll_interval=config.watch_poll_interval_seconds, shutdown=shutdown
     )
-    # The generated registration functions carry no annotations.
-    execution_service_pb2_grpc.add_ExecutionServiceServicer_to_server(  # type: ignore[no-untyped-call]
-        ExecutionService(runtime, config.servers, watch), server
+    # Registered with deserializers that turn undecodable bytes into typed errors.
+    add_servicer(
+        server,
+        ExecutionService(runtime, config.servers, watch),
+        execution_service_pb2.DESCRIPTOR.services_by_name["ExecutionService"],
+        ModelValidationError,
     )
-    elicitation_service_pb2_grpc.add_ElicitationServiceServicer_to_server(  # type: ignore[no-untyped-call]
-        ElicitationService(runtime), server
+    add_servicer(
+        server,
+        ElicitationService(runtime),
+        elicitation_service_pb2.DESCRIPTOR.services_by_name["ElicitationService"],
+        ManagedInputValidationError,
     )
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)

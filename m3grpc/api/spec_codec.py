@@ -3,12 +3,12 @@
 A client names a server binding; the service swaps in the binding it
 configures, so a client can never make the service run a command of its
 choosing. Field paths of violations are paths into the request
-(`agent.tools[1]`), as error_reason.proto promises.
+(`agent.tools[1]`), as error_reason.proto promises; `guard` maps those the
+model layer raises (see request_paths).
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
@@ -33,7 +33,7 @@ def submission(
     if request.human_input == execution_pb2.HUMAN_INPUT_UNSPECIFIED:
         human_input = "fail"  # documented default
     elif human_input is None:
-        violations.append(FieldViolation("human_input", f"unknown value {request.human_input}"))
+        violations.append(FieldViolation("human_input", unknown_enum(request.human_input)))
     which = request.WhichOneof("spec")
     document: dict[str, Any] = {}
     if which == "agent":
@@ -72,9 +72,7 @@ def _agent(agent: execution_pb2.AgentSpec, violations: list[FieldViolation]) -> 
             for index, step in enumerate(agent.script)
         ]
         or None,
-        "permission_policy": {
-            "default": convert.PERMISSION_POLICY.model(agent.permission_policy) or "deny"
-        },
+        "permission_policy": {"default": _permission_policy(agent.permission_policy, violations)},
     }
     if agent.HasField("elicitation_plan"):
         document["elicitation_plan"] = _plan(
@@ -83,8 +81,37 @@ def _agent(agent: execution_pb2.AgentSpec, violations: list[FieldViolation]) -> 
     if agent.round_limit:
         document["round_limit"] = agent.round_limit
     if agent.HasField("round_timeout"):
-        document["round_timeout_seconds"] = convert.from_duration(agent.round_timeout)
+        try:
+            document["round_timeout_seconds"] = convert.from_duration(agent.round_timeout)
+        except convert.WireValueError as exc:
+            violations.append(FieldViolation("agent.round_timeout", exc.description))
     return document
+
+
+def _permission_policy(number: int, violations: list[FieldViolation]) -> str:
+    if number == execution_pb2.PERMISSION_POLICY_UNSPECIFIED:
+        return "deny"  # documented default
+    policy = convert.PERMISSION_POLICY.model(number)
+    if policy is None:
+        violations.append(FieldViolation("agent.permission_policy", unknown_enum(number)))
+        return "deny"
+    return policy
+
+
+def unknown_enum(number: int) -> str:
+    """The description of an enum number this service does not know."""
+    return f"unknown enum value {number}"
+
+
+def struct_field(
+    holder: Any, name: str, path: str, violations: list[FieldViolation]
+) -> dict[str, Any] | None:
+    """A Struct field as JSON (None when unset); a value JSON cannot hold is a violation."""
+    try:
+        return convert.optional_struct(holder, name)
+    except convert.WireValueError as exc:
+        violations.append(FieldViolation(path + exc.path, exc.description))
+        return None
 
 
 def _operation(
@@ -112,8 +139,10 @@ def _step(
     step: execution_pb2.OperationStep, path: str, violations: list[FieldViolation]
 ) -> dict[str, Any]:
     kind = convert.OPERATION_KIND.model(step.kind)
-    if kind is None:
+    if step.kind == execution_pb2.OPERATION_KIND_UNSPECIFIED:
         violations.append(FieldViolation(f"{path}.kind", "required"))
+    elif kind is None:
+        violations.append(FieldViolation(f"{path}.kind", unknown_enum(step.kind)))
     if not step.name:
         violations.append(FieldViolation(f"{path}.name", "required"))
     if kind == "resource" and step.HasField("arguments"):
@@ -121,7 +150,7 @@ def _step(
     return {
         "kind": kind or "tool",
         "name": step.name,
-        "arguments": convert.optional_struct(step, "arguments") or {},
+        "arguments": struct_field(step, "arguments", f"{path}.arguments", violations) or {},
     }
 
 
@@ -137,7 +166,10 @@ def _plan(
         }
         answer = rule.WhichOneof("answer")
         if answer == "accept_content":
-            document.update(action="accept", content=convert.struct_to_dict(rule.accept_content))
+            content = struct_field(
+                rule, "accept_content", f"{path}.rules[{index}].accept_content", violations
+            )
+            document.update(action="accept", content=content or {})
         elif answer == "accept_defaults":
             document.update(action="accept", use_schema_defaults=True)
         elif answer in _ANSWERS:
@@ -146,29 +178,6 @@ def _plan(
             violations.append(FieldViolation(f"{path}.rules[{index}].answer", "required"))
         rules.append(document)
     return {"rules": rules}
-
-
-_INDEX = re.compile(r"\.(\d+)(?=\.|$)")
-
-
-def request_path(field: str, kind: str) -> str:
-    """A model field path (`tools[0]`, `agent.script.0.name`) as a request path."""
-    field = _INDEX.sub(r"[\1]", field)
-    if field in ("human_input", "spec") or field.split(".")[0].split("[")[0] in (kind,):
-        return field
-    return f"{kind}.{field}"
-
-
-def qualified(error: ModelValidationError, kind: str) -> ModelValidationError:
-    """The error with its field paths made paths into the SubmitRequest."""
-    return ModelValidationError(
-        error.message,
-        field_violations=[
-            FieldViolation(request_path(v.field, kind), v.description)
-            for v in error.field_violations
-        ],
-        metadata=error.metadata,
-    )
 
 
 # -- client side: model -> request ------------------------------------------------------

@@ -23,7 +23,8 @@ before `OperationTimeout`).
 | WorkQueueFullError             | WORK_QUEUE_FULL                    | RESOURCE_EXHAUSTED  | RetryInfo              |
 | ElicitationNotAnsweredError    | ELICITATION_NOT_ANSWERED           | FAILED_PRECONDITION | -                      |
 | RoundLimitExceededError        | ROUND_LIMIT_EXCEEDED               | FAILED_PRECONDITION | -                      |
-| (server shutting down: watch)  | SERVICE_SHUTTING_DOWN              | UNAVAILABLE         | -                      |
+| ServiceShuttingDownError       | SERVICE_SHUTTING_DOWN              | UNAVAILABLE         | -                      |
+| InternalError                  | INTERNAL                           | INTERNAL            | -                      |
 | any other exception            | INTERNAL                           | INTERNAL            | - (generic message)    |
 
 ResourceInfo types: `m3grpc.dev/ElicitationRound`, `m3grpc.dev/Execution`,
@@ -31,7 +32,10 @@ ResourceInfo types: `m3grpc.dev/ElicitationRound`, `m3grpc.dev/Execution`,
 PreconditionFailure has one violation: type = the reason, subject = the round
 ID (else the execution ID), description = the message. RetryInfo.retry_delay
 is the error's `retry_after_seconds`. An unexpected exception is logged with
-its traceback on the server; the client gets only "internal error".
+its traceback on the server; the client gets only "internal error". Text the
+caller supplied can be echoed (IDs, keys, schema messages): it is cut short,
+and at most eight field violations are sent, so a status always fits the
+trailer size clients accept.
 """  # noqa: E501
 
 from __future__ import annotations
@@ -48,6 +52,7 @@ from m3grpc.errors import (
     ERROR_DOMAIN,
     ElicitationNotAnsweredError,
     ExecutionNotFoundError,
+    InternalError,
     M3Error,
     ManagedInputConflict,
     ManagedInputRecoveryError,
@@ -59,13 +64,15 @@ from m3grpc.errors import (
     RoundLimitExceededError,
     RoundNotFoundError,
     ServerBindingNotFoundError,
+    ServiceShuttingDownError,
     WorkQueueFullError,
 )
+from m3grpc.fieldpath import clip
 
 log = logging.getLogger(__name__)
 
-INTERNAL_REASON = "INTERNAL"
-SHUTTING_DOWN_REASON = "SERVICE_SHUTTING_DOWN"
+INTERNAL_REASON = InternalError.reason
+SHUTTING_DOWN_REASON = ServiceShuttingDownError.reason
 
 
 @dataclass(frozen=True)
@@ -90,6 +97,8 @@ _CODES: dict[type[M3Error], grpc.StatusCode] = {
     WorkQueueFullError: grpc.StatusCode.RESOURCE_EXHAUSTED,
     ElicitationNotAnsweredError: grpc.StatusCode.FAILED_PRECONDITION,
     RoundLimitExceededError: grpc.StatusCode.FAILED_PRECONDITION,
+    ServiceShuttingDownError: grpc.StatusCode.UNAVAILABLE,
+    InternalError: grpc.StatusCode.INTERNAL,
 }
 
 _RESOURCES: dict[type[M3Error], _Resource] = {
@@ -107,18 +116,31 @@ def code_for(error: M3Error) -> grpc.StatusCode | None:
     return None
 
 
+# A status travels in HTTP/2 trailers, which clients cap (8 KiB by default):
+# caller-supplied text echoed in it (IDs, keys, schema messages quoting content)
+# is cut to these sizes (UTF-8 bytes), and at most this many violations are sent.
+_MAX_MESSAGE_BYTES = 300
+_MAX_TEXT_BYTES = 160
+_MAX_FIELD_BYTES = 400
+_MAX_VIOLATIONS = 8
+
+
 def status_for(error: BaseException) -> status_pb2.Status:
     """The google.rpc.Status sent for `error` (INTERNAL for anything unmapped)."""
     code = code_for(error) if isinstance(error, M3Error) else None
     if code is None or not isinstance(error, M3Error):
         return internal_status()
+    metadata = {key: clip(value, _MAX_TEXT_BYTES) for key, value in error.metadata.items()}
     details: list[message.Message] = [
-        error_details_pb2.ErrorInfo(
-            reason=error.reason, domain=ERROR_DOMAIN, metadata=dict(error.metadata)
-        )
+        error_details_pb2.ErrorInfo(reason=error.reason, domain=ERROR_DOMAIN, metadata=metadata)
     ]
     details.extend(_extra_details(error))
-    return _status(code, error.message, details)
+    text = error.message
+    if isinstance(error, ModelValidationError | ManagedInputValidationError):
+        extra = len(error.field_violations) - _MAX_VIOLATIONS
+        if extra > 0:
+            text = f"{text} (and {extra} more problems)"
+    return _status(code, clip(text, _MAX_MESSAGE_BYTES), details)
 
 
 def internal_status() -> status_pb2.Status:
@@ -143,9 +165,10 @@ def _extra_details(error: M3Error) -> list[message.Message]:
             error_details_pb2.BadRequest(
                 field_violations=[
                     error_details_pb2.BadRequest.FieldViolation(
-                        field=violation.field, description=violation.description
+                        field=clip(violation.field, _MAX_FIELD_BYTES),
+                        description=clip(violation.description, _MAX_TEXT_BYTES),
                     )
-                    for violation in error.field_violations
+                    for violation in error.field_violations[:_MAX_VIOLATIONS]
                 ]
             )
         ]
@@ -155,8 +178,10 @@ def _extra_details(error: M3Error) -> list[message.Message]:
             return [
                 error_details_pb2.ResourceInfo(
                     resource_type=resource.type,
-                    resource_name=error.metadata.get(resource.metadata_key, ""),
-                    description=error.message,
+                    resource_name=clip(
+                        error.metadata.get(resource.metadata_key, ""), _MAX_TEXT_BYTES
+                    ),
+                    description=clip(error.message, _MAX_TEXT_BYTES),
                 )
             ]
     if isinstance(error, ManagedInputStateError | ManagedInputRecoveryError):
@@ -165,7 +190,9 @@ def _extra_details(error: M3Error) -> list[message.Message]:
             error_details_pb2.PreconditionFailure(
                 violations=[
                     error_details_pb2.PreconditionFailure.Violation(
-                        type=error.reason, subject=subject, description=error.message
+                        type=error.reason,
+                        subject=clip(subject, _MAX_TEXT_BYTES),
+                        description=clip(error.message, _MAX_TEXT_BYTES),
                     )
                 ]
             )

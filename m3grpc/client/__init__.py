@@ -13,6 +13,7 @@ from m3grpc.client.aio import (
     AsyncRemoteExecutionHandle,
     AsyncRemoteMCPTestKit,
 )
+from m3grpc.client.errors import RemoteCallError
 from m3grpc.client.events import (
     ExecutionFinished,
     RoundLeftPending,
@@ -32,6 +33,7 @@ __all__ = [
     "AsyncRemoteMCPTestKit",
     "ExecutionFinished",
     "RemoteAgent",
+    "RemoteCallError",
     "RemoteExecutionHandle",
     "RemoteMCPTestKit",
     "RespondOutcome",

@@ -1,15 +1,21 @@
 """google.rpc.Status -> the typed M3 errors the embedded API raises.
 
-The ErrorInfo reason picks the class (m3grpc.errors); metadata, BadRequest
-field violations, `conflict_kind` and RetryInfo fill it in. A status without a
-known M3 reason (INTERNAL, SERVICE_SHUTTING_DOWN, transport errors) stays the
-original `grpc.RpcError`.
+The ErrorInfo reason picks the class (m3grpc.errors, including InternalError
+and ServiceShuttingDownError); metadata, BadRequest field violations,
+`conflict_kind` and RetryInfo fill it in. Every failed call becomes an
+M3Error whose `code` is the status code name, as in the TypeScript and Go
+clients: a status without a known M3 reason (a transport failure such as
+UNAVAILABLE, the call's own DEADLINE_EXCEEDED or CANCELLED, or a reason this
+client does not know) is a `RemoteCallError`, and INTERNAL without a reason is
+an `InternalError`. The original `grpc.RpcError` is the error's `__cause__`.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
+import grpc
 from google.rpc import error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
@@ -18,6 +24,7 @@ from m3grpc.errors import (
     ERROR_DOMAIN,
     ConflictKind,
     FieldViolation,
+    InternalError,
     M3Error,
     ManagedInputConflict,
     WorkQueueFullError,
@@ -38,16 +45,60 @@ def _typed_classes() -> dict[str, type[M3Error]]:
 _CLASSES = _typed_classes()
 
 
-def typed_error(error: BaseException) -> BaseException:
-    """The typed M3Error a failed call (a grpc.RpcError) stands for, or `error` itself."""
+class RemoteCallError(M3Error):
+    """A failed remote call whose status carries no known M3 reason: act on `code`.
+
+    A transport failure (`UNAVAILABLE`), the call's own deadline
+    (`DEADLINE_EXCEEDED`), a cancelled call (`CANCELLED`), or an ErrorInfo
+    reason this client does not know (`unknown_reason`, with its metadata).
+    """
+
+    reason: ClassVar[str] = ""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        code: str,
+        unknown_reason: str = "",
+        metadata: Mapping[str, str] | None = None,
+    ) -> None:
+        super().__init__(message, metadata=metadata)
+        self.code = code
+        self.unknown_reason = unknown_reason
+
+
+def typed_error(error: grpc.RpcError) -> M3Error:
+    """The typed M3Error a failed call (a grpc.RpcError) stands for."""
+    code = _code_name(error)
+    details = getattr(error, "details", None)
+    message = (details() if callable(details) else None) or code
     try:
         status = rpc_status.from_call(error)
     except (AttributeError, ValueError):  # not a call, or an inconsistent status
-        return error
-    if status is None:
-        return error
-    built = error_from_status(status)
-    return built if built is not None else error
+        status = None
+    built = error_from_status(status) if status is not None else None
+    if built is None:
+        info = _detail(status, error_details_pb2.ErrorInfo) if status is not None else None
+        if info is not None and info.domain != ERROR_DOMAIN:
+            info = None
+        if code == "INTERNAL" and info is None:
+            built = InternalError(message)
+        else:
+            built = RemoteCallError(
+                message,
+                code=code,
+                unknown_reason=info.reason if info is not None else "",
+                metadata=dict(info.metadata) if info is not None else None,
+            )
+    built.code = code
+    return built
+
+
+def _code_name(error: grpc.RpcError) -> str:
+    code = getattr(error, "code", None)
+    value = code() if callable(code) else None
+    return value.name if isinstance(value, grpc.StatusCode) else "UNKNOWN"
 
 
 def error_from_status(status: status_pb2.Status) -> M3Error | None:

@@ -89,7 +89,7 @@ class WorkerPool:
 
     async def stop(self, grace: float) -> None:
         """Stop claiming; let running executions finish for `grace` seconds, then
-        cancel the rest (finished cancelled, code `worker_shutdown`)."""
+        cancel the rest (finished failed, code `worker_shutdown`)."""
         self._stopping = True
         for loop in self._loops:
             loop.cancel()
@@ -104,7 +104,7 @@ class WorkerPool:
                     self._stop_reasons.setdefault(
                         execution_id,
                         (
-                            ExecutionOutcome.CANCELLED,
+                            ExecutionOutcome.FAILED,
                             "worker_shutdown",
                             "the service shut down before the execution finished",
                         ),

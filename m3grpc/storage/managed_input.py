@@ -367,7 +367,9 @@ class SqlManagedInputStore:
                         conflict_kind=ConflictKind.IDEMPOTENCY_KEY_REUSED,
                         metadata={"round_id": round_id},
                     )
+                _require_not_recovered(row)
                 raise _state_error(row, "the round already has a response")
+            _require_not_recovered(row)
             if row.status != ManagedInputStatus.PENDING.value:
                 raise _state_error(row, "the round is not pending")
             now = self.now()
@@ -802,6 +804,17 @@ def redact_responses(record: ManagedInputRecord) -> RedactedResponses:
         content_keys={key: tuple(sorted(value.content or {})) for key, value in responses.items()},
         digest=responses_digest(responses) if record.responses is not None else None,
     )
+
+
+def _require_not_recovered(row: Row[Any]) -> None:
+    """A round that recovery failed cannot be resumed: a late response gets
+    ManagedInputRecoveryError, not a state error."""
+    if row.status == ManagedInputStatus.FAILED.value and row.failure_code == RECOVERY_FAILURE_CODE:
+        raise ManagedInputRecoveryError(
+            "the worker that owned this round disappeared and recovery failed the round; "
+            "a late response cannot resume it",
+            metadata={"round_id": row.round_id, "execution_id": row.execution_id},
+        )
 
 
 def _state_error(row: Row[Any], message: str) -> ManagedInputStateError:

@@ -15,6 +15,7 @@ from typing import Any
 from jsonschema import Draft202012Validator, FormatChecker
 from jsonschema.exceptions import SchemaError
 
+from m3grpc import fieldpath
 from m3grpc.errors import FieldViolation, ManagedInputValidationError
 from m3grpc.form_schema import form_content_problems
 from m3grpc.types import (
@@ -52,7 +53,7 @@ def coerce_responses(responses: object) -> dict[str, ElicitationResponse]:
             violations.append(FieldViolation("responses", f"key {key!r} is not a non-empty string"))
         elif not isinstance(value, ElicitationResponse):
             violations.append(
-                FieldViolation(f"responses[{key!r}]", "must be an ElicitationResponse")
+                FieldViolation("responses" + fieldpath.key(key), "must be an ElicitationResponse")
             )
         else:
             result[key] = value
@@ -68,11 +69,17 @@ def validate_responses(
     """Raise ManagedInputValidationError unless `responses` answers exactly `requests`."""
     violations: list[FieldViolation] = []
     for key in sorted(set(requests) - set(responses)):
-        violations.append(FieldViolation(f"responses[{key!r}]", "missing: the round requests it"))
+        violations.append(
+            FieldViolation("responses" + fieldpath.key(key), "missing: the round requests it")
+        )
     for key in sorted(set(responses) - set(requests)):
-        violations.append(FieldViolation(f"responses[{key!r}]", "not a request key of this round"))
+        violations.append(
+            FieldViolation("responses" + fieldpath.key(key), "not a request key of this round")
+        )
     for key in sorted(set(requests) & set(responses)):
-        violations.extend(_validate_one(f"responses[{key!r}]", requests[key], responses[key]))
+        violations.extend(
+            _validate_one("responses" + fieldpath.key(key), requests[key], responses[key])
+        )
     if violations:
         raise ManagedInputValidationError(
             "the responses do not answer the pending round", field_violations=violations
@@ -117,7 +124,7 @@ def _validate_one(
 def _content_path(path: str, parts: list[Any]) -> str:
     text = f"{path}.content"
     for part in parts:
-        text += f"[{part}]" if isinstance(part, int) else f".{part}"
+        text += f"[{part}]" if isinstance(part, int) else fieldpath.member(str(part))
     return text
 
 

@@ -294,9 +294,9 @@ def test_round_of_a_killed_replica_is_recovered_by_another(replicas: Replicas) -
     ]
     assert watch.error is None
 
-    # A late answer, through the replica that never ran anything, is refused.
+    # A late answer, through the replica that never ran anything, cannot resume it.
     late = expect_failure(a.elicitation.Respond, respond_request(round_id, "late"), timeout=30)
     assert late.code == grpc.StatusCode.FAILED_PRECONDITION
-    assert late.info.reason == "MANAGED_INPUT_STATE_INVALID"
-    assert late.info.metadata["round_id"] == round_id
+    assert late.info.reason == "MANAGED_INPUT_RECOVERY_UNAVAILABLE"
+    assert dict(late.info.metadata) == {"round_id": round_id, "execution_id": execution_id}
     assert late.detail(error_details_pb2.PreconditionFailure).violations

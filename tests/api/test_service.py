@@ -167,6 +167,7 @@ def test_cancel(stubs: Stubs) -> None:
     stubs.executions.Cancel(execution_service_pb2.CancelRequest(execution_id=execution_id))
     result = stubs.result(execution_id)
     assert result.outcome == execution_pb2.EXECUTION_OUTCOME_CANCELLED
+    assert result.failure_code == "cancelled"  # the reason of every outcome but SUCCEEDED
     record = stubs.elicitation.GetRound(
         elicitation_service_pb2.GetRoundRequest(round_id=pending.round_id)
     ).round

@@ -72,6 +72,8 @@ CASES: list[tuple[errors.M3Error, grpc.StatusCode, str | None]] = [
     ),
     (errors.ElicitationNotAnsweredError("n"), grpc.StatusCode.FAILED_PRECONDITION, None),
     (errors.RoundLimitExceededError("l"), grpc.StatusCode.FAILED_PRECONDITION, None),
+    (errors.ServiceShuttingDownError("s"), grpc.StatusCode.UNAVAILABLE, None),
+    (errors.InternalError("i"), grpc.StatusCode.INTERNAL, None),
 ]
 
 
@@ -117,7 +119,7 @@ def test_unknown_exceptions_are_internal() -> None:
         info = error_details_pb2.ErrorInfo()
         status.details[0].Unpack(info)
         assert info.reason == "INTERNAL"
-        assert error_from_status(status) is None  # the client keeps the RpcError
+        assert isinstance(error_from_status(status), errors.InternalError)
 
 
 def test_page_tokens_and_cursors() -> None:

@@ -172,7 +172,8 @@ def test_resume_across_a_restart(server: ServerProcess) -> None:
     assert watch.take(1) == [("pending", r2)]
 
     # SIGTERM: open streams end UNAVAILABLE (resumable); pending executions are
-    # cancelled after the grace period, which appends events while no one watches.
+    # stopped (FAILED, `worker_shutdown`) after the grace period, which appends
+    # events while no one watches.
     assert server.terminate() == 0
     watch.end()
     assert watch.error is not None
@@ -188,13 +189,13 @@ def test_resume_across_a_restart(server: ServerProcess) -> None:
     assert sorted(shutdown_events) == sorted(
         [
             ("left", r1, "ROUND_STATUS_FAILED"),
-            ("finished", e1, "EXECUTION_OUTCOME_CANCELLED"),
+            ("finished", e1, "EXECUTION_OUTCOME_FAILED"),
             ("left", r2, "ROUND_STATUS_FAILED"),
-            ("finished", e2, "EXECUTION_OUTCOME_CANCELLED"),
+            ("finished", e2, "EXECUTION_OUTCOME_FAILED"),
         ]
     )
     assert shutdown_events.index(("left", r1, "ROUND_STATUS_FAILED")) < shutdown_events.index(
-        ("finished", e1, "EXECUTION_OUTCOME_CANCELLED")
+        ("finished", e1, "EXECUTION_OUTCOME_FAILED")
     )
     finished = [e for e in resumed.events if e.WhichOneof("event") == "execution_finished"]
     assert all(e.execution_finished.failure_code == "worker_shutdown" for e in finished)

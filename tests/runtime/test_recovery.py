@@ -13,7 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from m3grpc import ElicitationResponse, ManagedInputStateError, MCPTestKit
+from m3grpc import (
+    ElicitationResponse,
+    ManagedInputRecoveryError,
+    ManagedInputStateError,
+    MCPTestKit,
+)
 from m3grpc.storage import RECOVERY_FAILURE_CODE, SQLiteExecutionStore
 from m3grpc.types import ExecutionOutcome, ExecutionStatus, ManagedInputStatus
 from tests.runtime.conftest import eventually
@@ -83,7 +88,7 @@ def test_sigkill_while_pending_then_recovery_fails_closed(tmp_path: Path) -> Non
         result = store.get_result(ids["execution_id"])
         assert result is not None and result.outcome is ExecutionOutcome.FAILED
         # A late response cannot resume it, and a replacement worker cannot claim it.
-        with pytest.raises(ManagedInputStateError):
+        with pytest.raises(ManagedInputRecoveryError):
             rounds.submit_responses(
                 ids["round_id"],
                 {

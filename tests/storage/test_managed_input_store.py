@@ -631,8 +631,9 @@ def test_fail_recovery_fails_round_and_execution_closed(
     result = execution_store.get_result(execution_id)
     assert result is not None and result.outcome is ExecutionOutcome.FAILED
     # Never pending again: a late response and a replacement worker are refused.
-    with pytest.raises(ManagedInputStateError):
+    with pytest.raises(ManagedInputRecoveryError) as late:
         store.submit_responses(round_id, ACCEPT, idempotency_key="late")
+    assert late.value.metadata == {"round_id": round_id, "execution_id": execution_id}
     with pytest.raises(ManagedInputStateError):
         store.claim_round(round_id, owner_id="worker-b", lease_duration=timedelta(seconds=30))
     assert store.expired_round_ids() == []
@@ -747,7 +748,7 @@ def test_recovery_of_one_round_closes_its_sibling_rounds(
     closed = store.get_round(sibling.round_id)
     assert closed.status is ManagedInputStatus.FAILED
     assert closed.failure_code == RECOVERY_FAILURE_CODE
-    with pytest.raises(ManagedInputStateError):
+    with pytest.raises(ManagedInputRecoveryError):
         store.submit_responses(sibling.round_id, ACCEPT, idempotency_key="k")
 
 

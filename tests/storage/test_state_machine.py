@@ -159,6 +159,14 @@ class ModelRound:
 Outcome = tuple[type[M3Error], ConflictKind | None] | None
 
 
+def _not_pending_error(m: ModelRound) -> type[M3Error]:
+    """A response to a round that is not pending: one that recovery failed cannot be
+    resumed (ManagedInputRecoveryError); any other is in the wrong state."""
+    if m.status is S.FAILED and m.failure_code == RECOVERY_FAILURE_CODE:
+        return ManagedInputRecoveryError
+    return ManagedInputStateError
+
+
 class RoundStateMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
@@ -387,13 +395,13 @@ class RoundStateMachine(RuleBasedStateMachine):
             expected = (RoundNotFoundError, None)
         elif m.idempotency_key is not None:
             if m.idempotency_key != key:
-                expected = (ManagedInputStateError, None)
+                expected = (_not_pending_error(m), None)
             elif m.responses != dict(responses):
                 expected = (ManagedInputConflict, ConflictKind.IDEMPOTENCY_KEY_REUSED)
             else:
                 expected, replay = None, True
         elif m.status is not S.PENDING:
-            expected = (ManagedInputStateError, None)
+            expected = (_not_pending_error(m), None)
         elif m.lease_expires_at <= now:
             expected = (ManagedInputRecoveryError, None)
         elif m.deadline is not None and m.deadline <= now:

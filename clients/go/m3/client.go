@@ -79,7 +79,7 @@ func (c *Client) ExecutionService() m3v1.ExecutionServiceClient { return c.execu
 func (c *Client) ElicitationService() m3v1.ElicitationServiceClient { return c.elicitations }
 
 // FromError converts the error of a generated-stub call as the client's own
-// methods do: an *Error for an M3 status, the error unchanged otherwise.
+// methods do: an *Error for any gRPC status, the error unchanged otherwise.
 func FromError(err error) error { return wrapError(err) }
 
 // Submit submits an agent run and returns at once with its initial state

@@ -148,9 +148,9 @@ func TestErrorsCrossTheWire(t *testing.T) {
 	if e.Code != codes.NotFound || e.Metadata["server"] != "nowhere" || e.Resource.GetResourceType() != "m3grpc.dev/ServerBinding" {
 		t.Errorf("got %+v", e)
 	}
-	// A method the service does not implement: a plain status error.
+	// A method the service does not implement: an *Error without a reason.
 	_, err = c.Snapshot(context.Background(), "exe_1")
-	if errors.As(err, &e) || status.Code(err) != codes.Unimplemented {
+	if !errors.As(err, &e) || e.Reason != "" || e.Code != codes.Unimplemented || status.Code(err) != codes.Unimplemented {
 		t.Errorf("err = %v", err)
 	}
 }

@@ -15,9 +15,10 @@
 // Errors: a failed call returns an *Error (use errors.As) carrying the
 // status code, the google.rpc.ErrorInfo reason and metadata, the BadRequest
 // field violations and the RetryInfo delay; errors.Is matches it against the
-// Err* sentinel of its reason (e.g. ErrManagedInputInvalid). Errors without
-// an M3 ErrorInfo (transport failures, a context's deadline) are returned
-// as gRPC status errors.
+// Err* sentinel of its reason (e.g. ErrManagedInputInvalid). A status
+// without an M3 ErrorInfo (a transport failure, a context's deadline) is an
+// *Error too, with an empty Reason: act on its Code (INTERNAL matches
+// ErrInternal).
 //
 // The generated stubs and messages are in package
 // github.com/m3grpc/m3grpc/clients/go/gen/m3/v1 (import it as m3v1).

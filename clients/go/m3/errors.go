@@ -101,10 +101,13 @@ type FieldViolation struct {
 	Description string
 }
 
-// Error is a failed M3 call: a status whose google.rpc.ErrorInfo has the
-// m3grpc.dev domain. Get it with errors.As; test its reason with errors.Is
-// and the Err* sentinels. A reason this client does not know still gives an
-// *Error (matching no sentinel): handle it by its Code.
+// Error is a failed M3 call: every gRPC status error a Client method returns,
+// as in the Python and TypeScript clients. Get it with errors.As; test its
+// reason with errors.Is and the Err* sentinels. A status without an M3
+// ErrorInfo (a transport failure such as UNAVAILABLE, the call's own
+// DEADLINE_EXCEEDED or CANCELLED) gives an *Error with an empty Reason that
+// matches no sentinel, except that INTERNAL matches ErrInternal; a reason
+// this client does not know also matches none. Handle those by their Code.
 type Error struct {
 	// Code is the gRPC status code.
 	Code codes.Code
@@ -130,10 +133,15 @@ type Error struct {
 	status *status.Status
 }
 
-// Error returns "m3 <REASON> (<code>): <message>", then the field violations.
+// Error returns "m3 <REASON> (<code>): <message>" ("m3 (<code>): <message>"
+// without a reason), then the field violations.
 func (e *Error) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "m3 %s (%s): %s", e.Reason, CodeName(e.Code), e.Message)
+	if e.Reason == "" {
+		fmt.Fprintf(&b, "m3 (%s): %s", CodeName(e.Code), e.Message)
+	} else {
+		fmt.Fprintf(&b, "m3 %s (%s): %s", e.Reason, CodeName(e.Code), e.Message)
+	}
 	for i, v := range e.FieldViolations {
 		if i == 0 {
 			b.WriteString(": ")
@@ -151,6 +159,9 @@ func (e *Error) Is(target error) bool {
 	t, ok := target.(*reasonError)
 	if !ok {
 		return false
+	}
+	if e.Reason == "" && e.Code == codes.Internal {
+		return t == ErrInternal
 	}
 	for s := sentinels[e.Reason]; s != nil; s = s.parent {
 		if s == t {
@@ -228,21 +239,23 @@ func ErrorFromStatus(st *status.Status) *Error {
 	return e
 }
 
-// wrapError turns the error of a gRPC call into an *Error when its status
-// carries an M3 ErrorInfo; any other error (transport failures, a call's own
-// deadline, cancellation) is returned unchanged, and status.Code still reads it.
+// wrapError turns the error of a gRPC call into an *Error: decoded from its
+// M3 ErrorInfo when it has one, else carrying only the status code and
+// message (transport failures, a call's own deadline, cancellation). An error
+// that is not a gRPC status is returned unchanged. status.Code still reads
+// the result (Error.GRPCStatus).
 func wrapError(err error) error {
 	if err == nil {
 		return nil
 	}
 	st, ok := status.FromError(err)
-	if !ok {
+	if !ok || st.Code() == codes.OK {
 		return err
 	}
 	if e := ErrorFromStatus(st); e != nil {
 		return e
 	}
-	return err
+	return &Error{Code: st.Code(), Message: st.Message(), Metadata: map[string]string{}, status: st}
 }
 
 // CodeName is the canonical name of a gRPC status code as google.rpc.Code

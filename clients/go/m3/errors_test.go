@@ -197,24 +197,39 @@ func TestUnknownReasonKeepsItsCode(t *testing.T) {
 	}
 }
 
-func TestNonM3ErrorsPassThrough(t *testing.T) {
-	cases := map[string]error{
-		"no details":   status.Error(codes.DeadlineExceeded, "context deadline exceeded"),
-		"other domain": statusError(t, codes.NotFound, "x", &errdetails.ErrorInfo{Reason: "ROUND_NOT_FOUND", Domain: "example.com"}),
-		"not a status": errors.New("plain"),
+func TestStatusesWithoutAnM3ReasonAreErrorsToo(t *testing.T) {
+	cases := map[string]struct {
+		err      error
+		code     codes.Code
+		internal bool
+	}{
+		"no details":   {status.Error(codes.DeadlineExceeded, "context deadline exceeded"), codes.DeadlineExceeded, false},
+		"unavailable":  {status.Error(codes.Unavailable, "connection refused"), codes.Unavailable, false},
+		"internal":     {status.Error(codes.Internal, "boom"), codes.Internal, true},
+		"other domain": {statusError(t, codes.NotFound, "x", &errdetails.ErrorInfo{Reason: "ROUND_NOT_FOUND", Domain: "example.com"}), codes.NotFound, false},
 	}
-	for name, err := range cases {
-		got := m3.FromError(err)
-		if got != err {
-			t.Errorf("%s: FromError changed the error to %v", name, got)
-		}
+	for name, c := range cases {
+		got := m3.FromError(c.err)
 		var e *m3.Error
-		if errors.As(got, &e) {
-			t.Errorf("%s: errors.As found an *m3.Error", name)
+		if !errors.As(got, &e) {
+			t.Fatalf("%s: errors.As found no *m3.Error in %v", name, got)
+		}
+		if e.Code != c.code || e.Reason != "" || e.Metadata == nil {
+			t.Errorf("%s: got code %v reason %q metadata %v", name, e.Code, e.Reason, e.Metadata)
+		}
+		if status.Code(got) != c.code {
+			t.Errorf("%s: status.Code = %v, want %v", name, status.Code(got), c.code)
 		}
 		if errors.Is(got, m3.ErrRoundNotFound) {
 			t.Errorf("%s: matches a sentinel", name)
 		}
+		if errors.Is(got, m3.ErrInternal) != c.internal {
+			t.Errorf("%s: errors.Is(ErrInternal) = %v", name, !c.internal)
+		}
+	}
+	plain := errors.New("plain")
+	if m3.FromError(plain) != plain {
+		t.Error("FromError changed an error that is not a status")
 	}
 	if m3.FromError(nil) != nil {
 		t.Error("FromError(nil) != nil")

@@ -50,6 +50,10 @@ const (
 	LifecycleWaitingForInput = m3v1.ExecutionLifecycle_EXECUTION_LIFECYCLE_WAITING_FOR_INPUT
 	LifecycleFinished        = m3v1.ExecutionLifecycle_EXECUTION_LIFECYCLE_FINISHED
 
+	// Outcomes. Every outcome but OutcomeSucceeded has a FailureCode saying why:
+	// `cancelled` for OutcomeCancelled (a caller's Cancel, and only that); the
+	// failure for OutcomeFailed (e.g. `operation_timeout`, `recovery_unavailable`,
+	// `worker_shutdown` when the service shut down before the execution finished).
 	OutcomeSucceeded = m3v1.ExecutionOutcome_EXECUTION_OUTCOME_SUCCEEDED
 	OutcomeFailed    = m3v1.ExecutionOutcome_EXECUTION_OUTCOME_FAILED
 	OutcomeCancelled = m3v1.ExecutionOutcome_EXECUTION_OUTCOME_CANCELLED

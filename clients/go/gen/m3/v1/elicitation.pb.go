@@ -794,8 +794,8 @@ type ElicitationRound struct {
 	// Output only. When the round became FAILED; unset otherwise.
 	FailTime *timestamppb.Timestamp `protobuf:"bytes,20,opt,name=fail_time,json=failTime,proto3" json:"fail_time,omitempty"`
 	// Output only. A stable machine-readable failure code (e.g.
-	// `OPERATION_TIMEOUT`, `recovery_unavailable`) when FAILED; empty
-	// otherwise.
+	// `operation_timeout`, `cancelled`, `recovery_unavailable`,
+	// `worker_shutdown`) when FAILED; empty otherwise.
 	FailureCode string `protobuf:"bytes,21,opt,name=failure_code,json=failureCode,proto3" json:"failure_code,omitempty"`
 	// Output only. A human-readable failure description; empty when none.
 	FailureMessage string `protobuf:"bytes,22,opt,name=failure_message,json=failureMessage,proto3" json:"failure_message,omitempty"`

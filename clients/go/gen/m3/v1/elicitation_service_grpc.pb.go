@@ -57,9 +57,10 @@ type ElicitationServiceClient interface {
 	// other responses, or a concurrent update or stale lease),
 	// FAILED_PRECONDITION (MANAGED_INPUT_STATE_INVALID when the round is not
 	// pending, e.g. it failed at its deadline or was answered with another
-	// key; MANAGED_INPUT_RECOVERY_UNAVAILABLE when it can no longer be
-	// resumed), DEADLINE_EXCEEDED (OPERATION_TIMEOUT) when the round's deadline
-	// has passed.
+	// key; MANAGED_INPUT_RECOVERY_UNAVAILABLE when the worker that owned it
+	// disappeared: recovery failed the round, or will, and a late response
+	// cannot resume it), DEADLINE_EXCEEDED (OPERATION_TIMEOUT) when the
+	// round's deadline has passed.
 	Respond(ctx context.Context, in *RespondRequest, opts ...grpc.CallOption) (*RespondResponse, error)
 	// Returns one round's durable record, responses redacted.
 	//
@@ -154,9 +155,10 @@ type ElicitationServiceServer interface {
 	// other responses, or a concurrent update or stale lease),
 	// FAILED_PRECONDITION (MANAGED_INPUT_STATE_INVALID when the round is not
 	// pending, e.g. it failed at its deadline or was answered with another
-	// key; MANAGED_INPUT_RECOVERY_UNAVAILABLE when it can no longer be
-	// resumed), DEADLINE_EXCEEDED (OPERATION_TIMEOUT) when the round's deadline
-	// has passed.
+	// key; MANAGED_INPUT_RECOVERY_UNAVAILABLE when the worker that owned it
+	// disappeared: recovery failed the round, or will, and a late response
+	// cannot resume it), DEADLINE_EXCEEDED (OPERATION_TIMEOUT) when the
+	// round's deadline has passed.
 	Respond(context.Context, *RespondRequest) (*RespondResponse, error)
 	// Returns one round's durable record, responses redacted.
 	//

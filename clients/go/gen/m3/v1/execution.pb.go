@@ -204,18 +204,25 @@ func (ExecutionLifecycle) EnumDescriptor() ([]byte, []int) {
 	return file_m3_v1_execution_proto_rawDescGZIP(), []int{2}
 }
 
-// How a finished execution ended.
+// How a finished execution ended. A finished execution whose outcome is not
+// SUCCEEDED always has a `failure_code` saying why (FAILED: the failure;
+// CANCELLED: `cancelled`); a succeeded one has none.
 type ExecutionOutcome int32
 
 const (
 	// The execution has not finished.
 	ExecutionOutcome_EXECUTION_OUTCOME_UNSPECIFIED ExecutionOutcome = 0
-	// Every operation completed.
+	// Every operation completed. The failure code is empty.
 	ExecutionOutcome_EXECUTION_OUTCOME_SUCCEEDED ExecutionOutcome = 1
-	// An operation, the harness, a deadline or recovery failed it; see the
-	// failure code and message.
+	// Something other than a caller's Cancel ended it: an operation (e.g.
+	// `operation_timeout` when a round's deadline expired,
+	// `elicitation_not_answered`, `round_limit_exceeded`), the harness
+	// (`harness_error`), recovery after its worker disappeared
+	// (`recovery_unavailable`), or the service shutting down before it
+	// finished (`worker_shutdown`). The failure code says which.
 	ExecutionOutcome_EXECUTION_OUTCOME_FAILED ExecutionOutcome = 2
-	// It was cancelled with `ExecutionService.Cancel`.
+	// It was cancelled with `ExecutionService.Cancel`, and only then. The
+	// failure code is `cancelled`.
 	ExecutionOutcome_EXECUTION_OUTCOME_CANCELLED ExecutionOutcome = 3
 )
 
@@ -826,9 +833,11 @@ type ExecutionState struct {
 	UpdateTime *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
 	// Output only. When the execution finished; unset until then.
 	FinishTime *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=finish_time,json=finishTime,proto3" json:"finish_time,omitempty"`
-	// Output only. A stable machine-readable failure code (e.g.
-	// `OPERATION_TIMEOUT`, `recovery_unavailable`) when the outcome is
-	// EXECUTION_OUTCOME_FAILED; empty otherwise.
+	// Output only. Why the execution did not succeed, as a stable
+	// machine-readable code: set when it finished with any outcome other than
+	// EXECUTION_OUTCOME_SUCCEEDED (`cancelled` for EXECUTION_OUTCOME_CANCELLED;
+	// e.g. `operation_timeout`, `recovery_unavailable`, `worker_shutdown` for
+	// EXECUTION_OUTCOME_FAILED); empty otherwise.
 	FailureCode string `protobuf:"bytes,8,opt,name=failure_code,json=failureCode,proto3" json:"failure_code,omitempty"`
 	// Output only. A human-readable failure description; empty when none.
 	FailureMessage string `protobuf:"bytes,9,opt,name=failure_message,json=failureMessage,proto3" json:"failure_message,omitempty"`
@@ -1053,8 +1062,11 @@ type ExecutionResult struct {
 	// its worker disappeared, those that finished before (each is stored as it
 	// finishes).
 	Operations []*OperationResult `protobuf:"bytes,3,rep,name=operations,proto3" json:"operations,omitempty"`
-	// Output only. A stable machine-readable failure code when the outcome is
-	// EXECUTION_OUTCOME_FAILED; empty otherwise.
+	// Output only. Why the execution did not succeed, as a stable
+	// machine-readable code: set for every outcome other than
+	// EXECUTION_OUTCOME_SUCCEEDED (`cancelled` for EXECUTION_OUTCOME_CANCELLED),
+	// as in `ExecutionState.failure_code`; empty for
+	// EXECUTION_OUTCOME_SUCCEEDED.
 	FailureCode string `protobuf:"bytes,4,opt,name=failure_code,json=failureCode,proto3" json:"failure_code,omitempty"`
 	// Output only. A human-readable failure description; empty when none.
 	FailureMessage string `protobuf:"bytes,5,opt,name=failure_message,json=failureMessage,proto3" json:"failure_message,omitempty"`

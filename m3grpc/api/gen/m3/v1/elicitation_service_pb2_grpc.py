@@ -98,9 +98,10 @@ class ElicitationServiceServicer:
         other responses, or a concurrent update or stale lease),
         FAILED_PRECONDITION (MANAGED_INPUT_STATE_INVALID when the round is not
         pending, e.g. it failed at its deadline or was answered with another
-        key; MANAGED_INPUT_RECOVERY_UNAVAILABLE when it can no longer be
-        resumed), DEADLINE_EXCEEDED (OPERATION_TIMEOUT) when the round's deadline
-        has passed.
+        key; MANAGED_INPUT_RECOVERY_UNAVAILABLE when the worker that owned it
+        disappeared: recovery failed the round, or will, and a late response
+        cannot resume it), DEADLINE_EXCEEDED (OPERATION_TIMEOUT) when the
+        round's deadline has passed.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

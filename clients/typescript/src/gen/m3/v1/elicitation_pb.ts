@@ -507,8 +507,8 @@ export type ElicitationRound = Message<"m3.v1.ElicitationRound"> & {
 
   /**
    * Output only. A stable machine-readable failure code (e.g.
-   * `OPERATION_TIMEOUT`, `recovery_unavailable`) when FAILED; empty
-   * otherwise.
+   * `operation_timeout`, `cancelled`, `recovery_unavailable`,
+   * `worker_shutdown`) when FAILED; empty otherwise.
    *
    * @generated from field: string failure_code = 21;
    */

@@ -28,6 +28,16 @@ export const file_m3_v1_error_reason: GenFile = /*@__PURE__*/
  * `google.rpc.PreconditionFailure`, `google.rpc.ResourceInfo`,
  * `google.rpc.RetryInfo`) are added where stated.
  *
+ * A `google.rpc.BadRequest` field violation names its field as a path into
+ * the request message, with the proto field names of the request: a field
+ * name, `.name` for a field inside it, `[3]` for an element of a repeated
+ * field, and `['key']` for a map entry (the key in single quotes, `\` and
+ * `'` escaped with a backslash). Inside a `google.protobuf.Struct` the path
+ * continues with the JSON content: `.name` for a property that is an
+ * identifier, `['first name']` for one that is not, `[3]` for a list
+ * element. Examples: `agent.tools[1]`, `agent.round_timeout`,
+ * `responses['shipping_address'].content.city`.
+ *
  * @generated from enum m3.v1.ErrorReason
  */
 export enum ErrorReason {
@@ -42,11 +52,16 @@ export enum ErrorReason {
    * A submission or another ExecutionService request is invalid: no spec, a
    * malformed spec, a `human_input` that is not allowed (HUMAN_INPUT_MANAGED
    * with an OperationSpec, or with an AgentSpec that has an elicitation plan),
-   * an empty `execution_id`, or a negative `timeout`. Nothing was changed.
+   * an enum value the service does not know, NaN or an infinity in a
+   * `google.protobuf.Struct`, a `google.protobuf.Duration` outside its valid
+   * range, a string holding a NUL character, an empty `execution_id`, a
+   * negative `timeout`, or bytes that are not a valid request message.
+   * Nothing was changed.
    *
    * Wire reason: "MODEL_VALIDATION_FAILED". Status code: INVALID_ARGUMENT.
    * Details: `google.rpc.BadRequest` with one field violation per bad field,
-   * the field given as a path into the request (e.g. `agent.tools[1]`).
+   * the field given as a path into the request (e.g. `agent.tools[1]`,
+   * `agent.round_timeout`); none for bytes that do not decode.
    *
    * Example of an ErrorInfo:
    *
@@ -63,13 +78,18 @@ export enum ErrorReason {
   /**
    * A managed-input request is malformed: an empty round ID or idempotency
    * key, a response map whose keys are not exactly the round's request keys,
-   * an unspecified action, content that does not validate against the
-   * request's schema, content on a URL, decline or cancel response, or an
-   * unreadable page token or cursor. The round is unchanged (still pending).
+   * an unspecified action or one the service does not know, content that
+   * does not validate against the request's schema or holds NaN or an
+   * infinity, content on a URL, decline or cancel response, a string
+   * holding a NUL character, an unreadable page token or cursor, or bytes
+   * that are not a valid request message.
+   * The round is unchanged (still pending).
    *
    * Wire reason: "MANAGED_INPUT_INVALID". Status code: INVALID_ARGUMENT.
    * Details: `google.rpc.BadRequest` with one field violation per problem,
-   * e.g. `responses[shipping_address].content.city`.
+   * e.g. `responses['shipping_address'].content.city` or
+   * `responses['shipping_address'].action`; none for bytes that do not
+   * decode.
    *
    * Metadata: `round_id` when the request names a round.
    *
@@ -121,6 +141,8 @@ export enum ErrorReason {
    * The transition or response is invalid for the round's current state: for
    * example a response to a round that is no longer pending (and that is not
    * an idempotent repeat), or more than one pending round for an execution.
+   * A response to a round that recovery failed gets
+   * MANAGED_INPUT_RECOVERY_UNAVAILABLE instead.
    *
    * Wire reason: "MANAGED_INPUT_STATE_INVALID". Status code:
    * FAILED_PRECONDITION. Details: `google.rpc.PreconditionFailure`.
@@ -170,8 +192,10 @@ export enum ErrorReason {
   /**
    * The round cannot be safely recovered or reclaimed: the worker that owned
    * it disappeared while the native elicitation was unresolved. The round is
-   * failed with failure code `recovery_unavailable`, the execution finishes
-   * failed, and no response can resume it.
+   * failed with failure code `recovery_unavailable` (or will be, once
+   * recovery runs), the execution finishes failed, and a late response
+   * cannot resume it: `Respond` returns this reason for such a round, before
+   * and after recovery.
    *
    * Wire reason: "MANAGED_INPUT_RECOVERY_UNAVAILABLE". Status code:
    * FAILED_PRECONDITION. Details: `google.rpc.PreconditionFailure`.
@@ -195,8 +219,8 @@ export enum ErrorReason {
 
   /**
    * An operation, or a round's deadline, ran out of time. The round (if any)
-   * is failed. Also used as the `failure_code` of executions and operations
-   * that failed this way.
+   * is failed. It also appears lower-cased as the `failure_code` of the
+   * round, the operation and the execution (`operation_timeout`).
    *
    * Wire reason: "OPERATION_TIMEOUT". Status code: DEADLINE_EXCEEDED.
    *

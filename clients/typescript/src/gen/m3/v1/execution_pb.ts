@@ -406,9 +406,11 @@ export type ExecutionState = Message<"m3.v1.ExecutionState"> & {
   finishTime?: Timestamp | undefined;
 
   /**
-   * Output only. A stable machine-readable failure code (e.g.
-   * `OPERATION_TIMEOUT`, `recovery_unavailable`) when the outcome is
-   * EXECUTION_OUTCOME_FAILED; empty otherwise.
+   * Output only. Why the execution did not succeed, as a stable
+   * machine-readable code: set when it finished with any outcome other than
+   * EXECUTION_OUTCOME_SUCCEEDED (`cancelled` for EXECUTION_OUTCOME_CANCELLED;
+   * e.g. `operation_timeout`, `recovery_unavailable`, `worker_shutdown` for
+   * EXECUTION_OUTCOME_FAILED); empty otherwise.
    *
    * @generated from field: string failure_code = 8;
    */
@@ -533,8 +535,11 @@ export type ExecutionResult = Message<"m3.v1.ExecutionResult"> & {
   operations: OperationResult[];
 
   /**
-   * Output only. A stable machine-readable failure code when the outcome is
-   * EXECUTION_OUTCOME_FAILED; empty otherwise.
+   * Output only. Why the execution did not succeed, as a stable
+   * machine-readable code: set for every outcome other than
+   * EXECUTION_OUTCOME_SUCCEEDED (`cancelled` for EXECUTION_OUTCOME_CANCELLED),
+   * as in `ExecutionState.failure_code`; empty for
+   * EXECUTION_OUTCOME_SUCCEEDED.
    *
    * @generated from field: string failure_code = 4;
    */
@@ -695,7 +700,9 @@ export const ExecutionLifecycleSchema: GenEnum<ExecutionLifecycle> = /*@__PURE__
   enumDesc(file_m3_v1_execution, 2);
 
 /**
- * How a finished execution ended.
+ * How a finished execution ended. A finished execution whose outcome is not
+ * SUCCEEDED always has a `failure_code` saying why (FAILED: the failure;
+ * CANCELLED: `cancelled`); a succeeded one has none.
  *
  * @generated from enum m3.v1.ExecutionOutcome
  */
@@ -708,22 +715,27 @@ export enum ExecutionOutcome {
   UNSPECIFIED = 0,
 
   /**
-   * Every operation completed.
+   * Every operation completed. The failure code is empty.
    *
    * @generated from enum value: EXECUTION_OUTCOME_SUCCEEDED = 1;
    */
   SUCCEEDED = 1,
 
   /**
-   * An operation, the harness, a deadline or recovery failed it; see the
-   * failure code and message.
+   * Something other than a caller's Cancel ended it: an operation (e.g.
+   * `operation_timeout` when a round's deadline expired,
+   * `elicitation_not_answered`, `round_limit_exceeded`), the harness
+   * (`harness_error`), recovery after its worker disappeared
+   * (`recovery_unavailable`), or the service shutting down before it
+   * finished (`worker_shutdown`). The failure code says which.
    *
    * @generated from enum value: EXECUTION_OUTCOME_FAILED = 2;
    */
   FAILED = 2,
 
   /**
-   * It was cancelled with `ExecutionService.Cancel`.
+   * It was cancelled with `ExecutionService.Cancel`, and only then. The
+   * failure code is `cancelled`.
    *
    * @generated from enum value: EXECUTION_OUTCOME_CANCELLED = 3;
    */
