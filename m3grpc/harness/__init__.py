@@ -6,6 +6,7 @@
 
 from m3grpc.harness.base import (
     Harness,
+    HarnessOutcome,
     HarnessTask,
     InputProtocol,
     InputResolver,
@@ -21,6 +22,7 @@ __all__ = [
     "DEFAULT_REQUEST_KEY",
     "META_REQUEST_KEY",
     "Harness",
+    "HarnessOutcome",
     "HarnessTask",
     "InputProtocol",
     "InputResolver",

@@ -22,6 +22,7 @@ from m3grpc.errors import (
     WorkQueueFullError,
 )
 from m3grpc.harness import Harness, ScriptedHarness
+from m3grpc.harness.codex import CodexHarness
 from m3grpc.runtime.notifier import Notifier, wait_for
 from m3grpc.runtime.submission import spec_document, validate_submission
 from m3grpc.runtime.worker import WorkerPool, WorkerSettings
@@ -45,7 +46,8 @@ EVENTS_KEY = "m3:events"
 
 
 def default_harnesses() -> dict[str, Harness]:
-    return {"scripted": ScriptedHarness()}
+    # Codex settings come from M3_CODEX_* environment variables (see CodexSettings).
+    return {"scripted": ScriptedHarness(), "codex": CodexHarness()}
 
 
 class Runtime:
