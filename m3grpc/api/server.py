@@ -25,7 +25,7 @@ from m3grpc.api.gen.m3.v1 import (
     execution_service_pb2_grpc,
 )
 from m3grpc.api.watch import PendingWatch
-from m3grpc.runtime import Runtime
+from m3grpc.runtime import Runtime, default_harnesses
 from m3grpc.storage import SqlExecutionStore
 
 log = logging.getLogger(__name__)
@@ -78,7 +78,10 @@ class RunningService:
 async def start_service(config: ServiceConfig, *, listen: str | None = None) -> RunningService:
     store = SqlExecutionStore(config.database)
     runtime = Runtime(
-        store, settings=config.workers.settings(), queue_capacity=config.workers.queue_capacity
+        store,
+        settings=config.workers.settings(),
+        queue_capacity=config.workers.queue_capacity,
+        harnesses=default_harnesses(codex=config.codex.settings()),
     )
     await runtime.start()
     shutdown = asyncio.Event()

@@ -13,7 +13,8 @@ Codex's server-to-client requests are answered here:
   `_meta.codex_approval_kind = "mcp_tool_call"`): accepted for the task's
   selected tools of the bound server, declined for anything else (the call is
   recorded as a failed operation, `tool_not_selected`). Every MCP tool is set
-  to prompt, so no call skips this check.
+  to prompt, so no call skips this check. With no selection at all, no call
+  is approved in advance: the permission policy answers.
 - The bound server's own elicitations (form or URL, forwarded by Codex as
   `mcpServer/elicitation/request`) become `InputRound`s for the resolver:
   managed rounds, or the elicitation plan with human_input="fail". The
@@ -694,6 +695,12 @@ class _CodexRun:
         tool = str(meta.get("tool_name"))
         if server == self._task.server.name and tool in self._selected:
             return {"action": "accept", "content": {}}
+        if not self._task.tools and server == self._task.server.name:
+            # No selection: no call is approved in advance; the policy answers.
+            allow = self._task.permission_policy == "allow"
+            self._prompt("mcp_tool_call", allow, f"{server}:{tool}")
+            if allow:
+                return {"action": "accept", "content": {}}
         call = self._open_call(server, tool)
         if call is not None:
             call.refused = True

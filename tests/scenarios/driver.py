@@ -124,7 +124,8 @@ class ScenarioRun:
 
     def op_submit(self, step: Mapping[str, Any], expect: Mapping[str, Any]) -> None:
         agent_spec = step["agent"]
-        agent = self.kit.agents([{"harness": agent_spec["harness"], "models": []}])[0]
+        models = agent_spec.get("models", [])
+        agent = self.kit.agents([{"harness": agent_spec["harness"], "models": models}])[0]
         handle = agent.submit(
             agent_spec["prompt"],
             server=agent_spec["server"],

@@ -48,6 +48,7 @@ type step struct {
 
 type agentStep struct {
 	Harness             string   `json:"harness"`
+	Models              []string `json:"models"`
 	Prompt              string   `json:"prompt"`
 	Server              string   `json:"server"`
 	Tools               []string `json:"tools"`
@@ -232,6 +233,7 @@ func (r *runner) submit(st step, exp *expectation) error {
 	}
 	spec := m3.AgentSpec{
 		Harness: st.Agent.Harness,
+		Models:  st.Agent.Models,
 		Prompt:  st.Agent.Prompt,
 		Server:  st.Agent.Server,
 		Tools:   st.Agent.Tools,
