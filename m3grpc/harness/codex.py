@@ -28,17 +28,17 @@ elicitation never reaches M3 (see the README).
 
 Lifecycle: the process runs in its own process group (its MCP server
 children with it) and is stopped, and the temporary home removed, when `run`
-returns or raises, cancellation included. On Linux the process also gets
-SIGKILL if the thread that started it dies, so a killed worker leaves no
-agent behind; a stale home of a dead worker is removed by the next harness
-created in that temp directory.
+returns or raises, cancellation included. Codex exits when its stdin closes
+(the worker died), and on Linux it also gets SIGKILL when the thread that
+started it dies (`setpriv --pdeathsig`), so a killed worker leaves no agent
+behind; a stale home of a dead worker is removed by the next harness created
+in that temp directory.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
 import json
 import logging
 import os
@@ -49,7 +49,7 @@ import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from mcp_types import ElicitRequestFormParams, ElicitRequestParams, ElicitRequestURLParams
 from pydantic import ValidationError
@@ -88,7 +88,6 @@ _REPO_ROOT = Path(__file__).resolve().parents[2]
 _JSONRPC_LINE_LIMIT = 64 * 1024 * 1024  # one JSON-RPC message a line; results can be large
 _STOP_GRACE_SECONDS = 5.0
 _INTERRUPT_WAIT_SECONDS = 10.0
-_PR_SET_PDEATHSIG = 1
 _METHOD_NOT_FOUND = -32601
 
 
@@ -225,12 +224,16 @@ def codex_config(task: HarnessTask, settings: CodexSettings, model: str | None) 
 # -- process -----------------------------------------------------------------------------
 
 
-def _die_with_parent() -> None:
-    """preexec: SIGKILL this child when the thread that started it dies (Linux)."""
-    if sys.platform.startswith("linux"):
-        with contextlib.suppress(OSError, AttributeError):
-            libc = ctypes.CDLL(None, use_errno=True)
-            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+def _launcher() -> list[str]:
+    """A prefix that makes the kernel SIGKILL Codex when the thread that started it dies.
+
+    util-linux `setpriv --pdeathsig` sets it before exec'ing Codex. Not a Python
+    `preexec_fn`: running Python between fork and exec in a process with gRPC's
+    threads can crash the child before exec (seen here: Codex "exited" at once,
+    with no output). Codex also exits when its stdin closes, so this is a second line.
+    """
+    setpriv = shutil.which("setpriv") if sys.platform.startswith("linux") else None
+    return [setpriv, "--pdeathsig", "KILL", "--"] if setpriv else []
 
 
 def _remove_stale_homes() -> None:
@@ -276,6 +279,7 @@ class _CodexRun:
         self._model = task.models[0] if task.models else None
         self._selected = set(task.selected_tools())
         self._proc: asyncio.subprocess.Process | None = None
+        self._stderr: BinaryIO | None = None
         self._next_id = 0
         self._waiting: dict[int, asyncio.Future[Any]] = {}
         self._handlers: set[asyncio.Task[None]] = set()
@@ -359,16 +363,19 @@ class _CodexRun:
             if self._stop_reason is not None:
                 return self._stop_reason
             logger.warning(
-                "codex did not start execution %s", self._task.execution_id, exc_info=True
+                "codex did not start execution %s: %s", self._task.execution_id, self._stderr_tail()
             )
-            return (AGENT_UNAVAILABLE, f"codex app-server: {exc!r}")
+            return (AGENT_UNAVAILABLE, f"codex app-server: {exc!r}: {self._stderr_tail()}")
         # Nothing here times out: the turn waits on humans (rounds have their own deadlines).
         await self._first(self._turn_done, self._stop, self._closed)
         if self._stop_reason is not None:
             await self._interrupt()
             return self._stop_reason
         if not self._turn_done.is_set():
-            return (AGENT_FAILED, "codex app-server exited before the turn completed")
+            return (
+                AGENT_FAILED,
+                f"codex app-server exited before the turn completed: {self._stderr_tail()}",
+            )
         if self._turn_status == "failed":
             return (AGENT_TURN_FAILED, self._turn_error or "the agent's turn failed")
         if self._turn_status == "interrupted":
@@ -407,20 +414,31 @@ class _CodexRun:
         if key is not None:
             env[self._settings.env_key] = key
         env.update({k: v for k, v in self._settings.env.items() if k != self._settings.env_key})
+        self._stderr = (self._home / "codex-stderr.log").open("wb")
         self._proc = await asyncio.create_subprocess_exec(
+            *_launcher(),
             self._settings.resolved_binary(),
             "app-server",
             "--strict-config",
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.DEVNULL,
+            # Kept in the home (removed with it) and quoted when Codex fails to start.
+            stderr=self._stderr,
             cwd=str(self._home),
             env=env,
             limit=_JSONRPC_LINE_LIMIT,
             # Own process group: stopping it stops Codex's MCP server children too.
             start_new_session=True,
-            preexec_fn=_die_with_parent,
         )
+
+    def _stderr_tail(self, limit: int = 2000) -> str:
+        """The exit status and the end of Codex's stderr, for failure messages."""
+        status = self._proc.returncode if self._proc is not None else None
+        try:
+            text = (self._home / "codex-stderr.log").read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            text = ""
+        return f"(exit status {status}) {text[-limit:].strip()}".strip()
 
     async def _shutdown(self, reader: asyncio.Task[None]) -> None:
         proc = self._proc
@@ -442,6 +460,8 @@ class _CodexRun:
                 if proc.returncode is None:
                     with contextlib.suppress(Exception, asyncio.CancelledError):
                         await asyncio.wait_for(proc.wait(), _STOP_GRACE_SECONDS)
+            if self._stderr is not None:
+                self._stderr.close()
             reader.cancel()
             for task in [*self._handlers, reader]:
                 task.cancel()
@@ -516,7 +536,10 @@ class _CodexRun:
                     logger.debug("codex app-server wrote a non-JSON line: %r", line[:200])
                     continue
                 if isinstance(message, dict):
-                    self._dispatch(message)
+                    try:
+                        self._dispatch(message)
+                    except Exception:  # a message we misread must not end the run
+                        logger.exception("cannot handle codex message %.200r", message)
         finally:
             self._closed.set()
             for future in self._waiting.values():
