@@ -21,6 +21,7 @@ from m3grpc.devtools.fake_model import (
     FAKE_API_KEY,
     FAKE_MODEL_NAME,
     CallTool,
+    Fail,
     FakeModel,
     RunCommand,
     offered_tools,
@@ -28,7 +29,7 @@ from m3grpc.devtools.fake_model import (
 from m3grpc.harness.codex import HOME_PREFIX, CodexHarness, CodexSettings
 from m3grpc.storage import SQLiteExecutionStore
 from m3grpc.types import ExecutionOutcome, ManagedInputStatus
-from tests.runtime.conftest import mcp_server, wait_pending
+from tests.runtime.conftest import eventually, mcp_server, wait_pending
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE_SERVER = ROOT / "examples" / "shipping_server.py"
@@ -316,3 +317,61 @@ def test_titled_form_schema_is_cancelled_by_codex_itself(kit: MCPTestKit, model:
     text = result.operations[0].result["content"][0]["text"]
     assert text == "shipment not booked: cancelled"
     assert kit.store.managed_input_store.list_rounds(execution_id=handle.execution_id) == []
+
+
+def test_url_elicitation_becomes_a_round(kit: MCPTestKit, codex_bin: str) -> None:
+    handle = submit(kit, mcp_server("payment"), tools=["payment:authorize_payment"])
+    pending = wait_pending(handle, timeout=120)
+    [(key, request)] = pending.requests.items()
+    assert key == "payment-authorization"
+    assert request.mode == "url"
+    assert request.url == "https://pay.example.test/authorize"
+    assert pending.operation_name == "authorize_payment"
+    handle.respond_elicitation(
+        pending.round_id,
+        {key: ElicitationResponse(action="accept")},
+        idempotency_key=f"consent-{pending.round_id}",
+    )
+    result = handle.result(timeout=120)
+    assert result.outcome is ExecutionOutcome.SUCCEEDED, result
+    assert result.agent is not None
+    assert result.agent.final_message == "Done: payment authorized: 10.0"
+    assert_nothing_left(codex_bin)
+
+
+def test_two_tool_calls_are_two_operations(kit: MCPTestKit, model: FakeModel) -> None:
+    model.queue(CallTool("shipping", "book_shipment"), CallTool("shipping", "book_shipment"))
+    handle = submit(kit, example_server())
+    first = answer(handle, ElicitationResponse(action="accept", content=ADDRESS))
+    second = eventually(
+        lambda: next(
+            (p for p in [handle.pending_elicitation()] if p and p.round_id != first.round_id),
+            None,
+        ),
+        timeout=120,
+    )
+    handle.respond_elicitation(
+        second.round_id,
+        {"shipping_address": ElicitationResponse(action="decline")},
+        idempotency_key=f"second-{second.round_id}",
+    )
+    result = handle.result(timeout=120)
+    assert result.outcome is ExecutionOutcome.SUCCEEDED, result
+    assert [op.logical_operation_id for op in result.operations] == ["op-0", "op-1"]
+    assert (first.logical_operation_id, second.logical_operation_id) == ("op-0", "op-1")
+    texts = [op.result["content"][0]["text"] for op in result.operations if op.result]
+    assert texts == ["booked shipment to 1 Main Street, Pune", "shipment not booked: decline"]
+    for round_id in (first.round_id, second.round_id):
+        record = kit.store.managed_input_store.get_round(round_id)
+        assert record.status is ManagedInputStatus.RESOLVED
+
+
+def test_model_error_fails_the_turn(kit: MCPTestKit, model: FakeModel, codex_bin: str) -> None:
+    # A 400 is not retried (a 5xx would be, five times).
+    model.queue(Fail(400, "the fake model refuses"))
+    handle = submit(kit, example_server())
+    result = handle.result(timeout=120)
+    assert result.outcome is ExecutionOutcome.FAILED
+    assert result.failure_code == "agent_turn_failed"
+    assert result.agent is not None and result.agent.turn_status == "failed"
+    assert_nothing_left(codex_bin)
