@@ -283,6 +283,7 @@ class _CodexRun:
         self._next_id = 0
         self._waiting: dict[int, asyncio.Future[Any]] = {}
         self._handlers: set[asyncio.Task[None]] = set()
+        self._settling: set[asyncio.Task[None]] = set()
         self._calls: dict[str, _Call] = {}
         self._call_order: list[str] = []
         self._results: list[OperationResult] = []
@@ -462,6 +463,9 @@ class _CodexRun:
                         await asyncio.wait_for(proc.wait(), _STOP_GRACE_SECONDS)
             if self._stderr is not None:
                 self._stderr.close()
+            if self._settling:
+                with contextlib.suppress(BaseException):
+                    await asyncio.gather(*self._settling, return_exceptions=True)
             reader.cancel()
             for task in [*self._handlers, reader]:
                 task.cancel()
@@ -564,6 +568,11 @@ class _CodexRun:
             return
         self._on_notification(str(method), params)
 
+    def _settled(self, task: asyncio.Task[None]) -> None:
+        self._settling.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            logger.error("settling a round failed", exc_info=task.exception())
+
     def _handler_done(self, task: asyncio.Task[None]) -> None:
         self._handlers.discard(task)
         if task.cancelled():
@@ -646,9 +655,11 @@ class _CodexRun:
         hook = getattr(self._resolve, "operation_finished", None)
         if hook is not None:
             # The answers given for this call have reached the server: it finished.
+            # Awaited (never cancelled) before the run ends, so a round's
+            # delivered -> resolved steps are not cut in half.
             task = asyncio.create_task(hook(result))
-            self._handlers.add(task)
-            task.add_done_callback(self._handler_done)
+            self._settling.add(task)
+            task.add_done_callback(self._settled)
 
     def _open_call(self, server: str, tool: str | None = None) -> _Call | None:
         """The most recent MCP tool call in progress on `server` (named `tool`, if given)."""
