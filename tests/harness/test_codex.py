@@ -26,7 +26,9 @@ from m3grpc.devtools.fake_model import (
     RunCommand,
     offered_tools,
 )
-from m3grpc.harness.codex import HOME_PREFIX, CodexHarness, CodexSettings
+from m3grpc.harness import HarnessTask
+from m3grpc.harness.codex import HOME_PREFIX, CodexHarness, CodexSettings, codex_config
+from m3grpc.servers import HttpServer
 from m3grpc.storage import SQLiteExecutionStore
 from m3grpc.types import ExecutionOutcome, ManagedInputStatus
 from tests.runtime.conftest import eventually, mcp_server, wait_pending
@@ -375,3 +377,29 @@ def test_model_error_fails_the_turn(kit: MCPTestKit, model: FakeModel, codex_bin
     assert result.failure_code == "agent_turn_failed"
     assert result.agent is not None and result.agent.turn_status == "failed"
     assert_nothing_left(codex_bin)
+
+
+def test_generated_config_for_an_http_binding_passes_strict_config(
+    tmp_path: Path, codex_bin: str
+) -> None:
+    """The Streamable HTTP form of the MCP server table (url, http_headers) is one that
+    `--strict-config` accepts (it rejects unknown keys)."""
+    task = HarnessTask(
+        execution_id="exe_config",
+        prompt="p",
+        server=HttpServer(name="remote", url="http://127.0.0.1:9/mcp", headers={"X-Key": "v"}),
+        tools=["remote:tool"],
+    )
+    settings = CodexSettings(base_url="http://127.0.0.1:9/v1", env_key=KEY_VAR)
+    (tmp_path / "config.toml").write_text(codex_config(task, settings, FAKE_MODEL_NAME))
+    initialize = {"id": 1, "method": "initialize", "params": {"clientInfo": {"name": "t"}}}
+    run = subprocess.run(
+        [codex_bin, "app-server", "--strict-config"],
+        input=json.dumps(initialize) + "\n",
+        env={"CODEX_HOME": str(tmp_path), "PATH": os.environ["PATH"], KEY_VAR: "k"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert run.returncode == 0, run.stderr
+    assert "unknown configuration field" not in run.stderr

@@ -394,6 +394,8 @@ func (r *runner) result(st step, exp *expectation) error {
 	checks := []error{
 		exp.equal("outcome", enumName(res.GetOutcome())),
 		exp.equal("failure_code", res.GetFailureCode()),
+		// An agent harness's final message (codex); "" when the harness reports none.
+		exp.equal("agent_final_message", res.GetAgent().GetFinalMessage()),
 	}
 	if _, ok := exp.get("operation_text"); ok {
 		var text any // null when there is no operation or no text content
