@@ -16,8 +16,7 @@ import pytest
 
 from m3grpc.api.gen.m3.v1 import execution_pb2, execution_service_pb2
 from m3grpc.devtools.fake_model import FAKE_API_KEY, FAKE_MODEL_NAME, FakeModel
-from m3grpc.harness.codex import CodexSettings
-from tests.harness.test_codex import codex_processes, homes_of
+from tests.support.codex import codex_binary, codex_processes, homes_of
 
 from .conftest import Stubs, expect_failure, respond_request, start_server
 
@@ -51,7 +50,7 @@ def submit_codex(stubs: Stubs) -> str:
 
 
 def test_sigkill_while_codex_waits_recovers_closed(tmp_path: Path) -> None:
-    codex_bin = CodexSettings.from_env().resolved_binary()
+    codex_bin = codex_binary()
     worker = start_server(tmp_path, "worker", pool_size=1, lease_seconds=WORKER_LEASE)
     stubs = worker.stubs()
     try:

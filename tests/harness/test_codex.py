@@ -9,7 +9,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,11 +26,12 @@ from m3grpc.devtools.fake_model import (
     offered_tools,
 )
 from m3grpc.harness import HarnessTask
-from m3grpc.harness.codex import HOME_PREFIX, CodexHarness, CodexSettings, codex_config
+from m3grpc.harness.codex import CodexHarness, CodexSettings, codex_config
 from m3grpc.servers import HttpServer
 from m3grpc.storage import SQLiteExecutionStore
 from m3grpc.types import ExecutionOutcome, ManagedInputStatus
 from tests.runtime.conftest import eventually, mcp_server, wait_pending
+from tests.support.codex import codex_binary, codex_processes, homes_of
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE_SERVER = ROOT / "examples" / "shipping_server.py"
@@ -48,15 +48,7 @@ PROMPT = "Ask for the delivery address, then book the shipment."
 
 @pytest.fixture(scope="session")
 def codex_bin() -> str:
-    output = subprocess.run(
-        ["bash", str(ROOT / "scripts" / "setup-codex.sh")],
-        check=True,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    ).stdout
-    values = dict(line.split("=", 1) for line in output.splitlines() if "=" in line)
-    return values["M3_CODEX_BIN"]
+    return codex_binary()
 
 
 @pytest.fixture
@@ -88,26 +80,6 @@ def example_server() -> StdioServer:
     return StdioServer(
         name="shipping", command=sys.executable, args=[str(EXAMPLE_SERVER)], protocol="legacy"
     )
-
-
-def codex_processes(codex_bin: str) -> list[int]:
-    """Live processes running this checkout's codex binary."""
-    pids: list[int] = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            cmdline = (entry / "cmdline").read_bytes().split(b"\0")
-            status = (entry / "status").read_text()
-        except OSError:
-            continue
-        if cmdline and cmdline[0] == codex_bin.encode() and "State:\tZ" not in status:
-            pids.append(int(entry.name))
-    return pids
-
-
-def homes_of(pid: int) -> list[Path]:
-    return list(Path(tempfile.gettempdir()).glob(f"{HOME_PREFIX}{pid}-*"))
 
 
 def assert_nothing_left(codex_bin: str) -> None:
