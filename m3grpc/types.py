@@ -134,7 +134,9 @@ class ExecutionState(_Model):
 class NativePrompt(_Model):
     """A native permission prompt an agent raised, and how M3 answered it."""
 
-    kind: str  # "command_execution", "file_change", "permissions", "user_input", ...
+    # "command_execution", "file_change", "permissions", "user_input", or
+    # "mcp_tool_call" (a tool call when the spec selects no tools).
+    kind: str
     decision: Literal["allow", "deny"]
     detail: str | None = None  # e.g. the command
 

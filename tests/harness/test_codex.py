@@ -375,3 +375,14 @@ def test_generated_config_for_an_http_binding_passes_strict_config(
     )
     assert run.returncode == 0, run.stderr
     assert "unknown configuration field" not in run.stderr
+
+
+def test_without_a_selection_the_policy_answers_tool_calls(kit: MCPTestKit) -> None:
+    handle = submit(kit, example_server(), tools=[], permission_policy={"default": "allow"})
+    answer(handle, ElicitationResponse(action="accept", content=ADDRESS))
+    result = handle.result(timeout=120)
+    assert result.outcome is ExecutionOutcome.SUCCEEDED, result
+    assert result.agent is not None
+    [prompt] = result.agent.native_prompts
+    assert (prompt.kind, prompt.decision) == ("mcp_tool_call", "allow")
+    assert prompt.detail == "shipping:book_shipment"

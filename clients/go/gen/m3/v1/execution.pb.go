@@ -1261,7 +1261,8 @@ func (x *AgentReport) GetNativePrompts() []*NativePrompt {
 type NativePrompt struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Output only. What the agent asked to do: `command_execution`,
-	// `file_change`, `permissions` or `user_input`.
+	// `file_change`, `permissions`, `user_input`, or `mcp_tool_call` (a tool
+	// call when the spec selects no tools).
 	Kind string `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
 	// Output only. Whether the prompt was allowed.
 	Allowed bool `protobuf:"varint,2,opt,name=allowed,proto3" json:"allowed,omitempty"`

@@ -650,7 +650,8 @@ export const AgentReportSchema: GenMessage<AgentReport> = /*@__PURE__*/
 export type NativePrompt = Message<"m3.v1.NativePrompt"> & {
   /**
    * Output only. What the agent asked to do: `command_execution`,
-   * `file_change`, `permissions` or `user_input`.
+   * `file_change`, `permissions`, `user_input`, or `mcp_tool_call` (a tool
+   * call when the spec selects no tools).
    *
    * @generated from field: string kind = 1;
    */
