@@ -5,11 +5,19 @@ The service runs as `m3grpc serve` (a subprocess) on a free loopback port with
 an SQLite database in a temporary directory and one server binding: the bundled
 example MCP server (examples/shipping_server.py) over stdio. The client side is
 the seed program, unchanged but for how the kit is built (RemoteMCPTestKit).
+
+`m3grpc demo --harness codex` runs the same story with a real agent: OpenAI's
+Codex CLI (installed by scripts/setup-codex.sh) decides to call the tool. Its
+model is a FAKE one (m3grpc.devtools.fake_model, a loopback stand-in for the
+hosted LLM), so the demo needs no account and no network.
 """
 
 from __future__ import annotations
 
+import argparse
+import contextlib
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -21,28 +29,33 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from m3grpc.client import RemoteMCPTestKit
+from m3grpc.devtools.fake_model import FAKE_API_KEY, FAKE_MODEL_NAME, FakeModel
 from m3grpc.types import ElicitationResponse, ExecutionStatus
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE_SERVER = ROOT / "examples" / "shipping_server.py"
 READY = "m3grpc serving on "
+# The environment variable that carries the fake model's key to Codex.
+FAKE_KEY_VAR = "M3_DEMO_FAKE_MODEL_KEY"
 
 
-def _config(directory: Path) -> Path:
+def _config(directory: Path, fake_model_url: str | None = None) -> Path:
     config = directory / "m3.toml"
-    config.write_text(
-        "\n".join(
-            [
-                f"database = {json.dumps(str(directory / 'm3.sqlite'))}",
-                "[servers.shipping]",
-                f"command = {json.dumps(sys.executable)}",
-                f"args = {json.dumps([str(EXAMPLE_SERVER)])}",
-                # The example elicits mid-call (ctx.elicit): the 2025-11-25 generation.
-                'protocol = "legacy"',
-            ]
-        )
-        + "\n"
-    )
+    lines = [
+        f"database = {json.dumps(str(directory / 'm3.sqlite'))}",
+        "[servers.shipping]",
+        f"command = {json.dumps(sys.executable)}",
+        f"args = {json.dumps([str(EXAMPLE_SERVER)])}",
+        # The example elicits mid-call: the 2025-11-25 generation.
+        'protocol = "legacy"',
+    ]
+    if fake_model_url is not None:
+        lines += [
+            "[codex]",
+            f"base_url = {json.dumps(fake_model_url)}",
+            f'env_key = "{FAKE_KEY_VAR}"',
+        ]
+    config.write_text("\n".join(lines) + "\n")
     return config
 
 
@@ -60,6 +73,7 @@ def _start_service(config: Path) -> tuple[subprocess.Popen[str], str]:
         ],
         stdout=subprocess.PIPE,
         text=True,
+        env={**os.environ, FAKE_KEY_VAR: FAKE_API_KEY},
     )
     assert service.stdout is not None
     line = service.stdout.readline()
@@ -69,9 +83,10 @@ def _start_service(config: Path) -> tuple[subprocess.Popen[str], str]:
     return service, line.removeprefix(READY).strip()
 
 
-def _seed_program(target: str) -> bool:
+def _seed_program(target: str, harness: str) -> bool:
+    models = [FAKE_MODEL_NAME] if harness == "codex" else []
     with RemoteMCPTestKit(target) as kit:
-        agent = kit.agents([{"harness": "scripted", "models": []}])[0]
+        agent = kit.agents([{"harness": harness, "models": models}])[0]
         handle = agent.submit(
             "Ask for the delivery address, then book the shipment.",
             server="shipping",
@@ -79,7 +94,7 @@ def _seed_program(target: str) -> bool:
             human_input="managed",
         )
         print(f"Submit        -> execution {handle.execution_id}")
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 120
         pending = handle.pending_elicitation()
         while pending is None and time.monotonic() < deadline:
             if handle.snapshot().lifecycle is ExecutionStatus.FINISHED:
@@ -88,7 +103,7 @@ def _seed_program(target: str) -> bool:
             time.sleep(0.1)
             pending = handle.pending_elicitation()
         if pending is None:
-            print("the execution did not ask for input within 60 s")
+            print("the execution did not ask for input within 120 s")
             return False
         request = pending.requests["shipping_address"]
         print(f"GetPending    -> round {pending.round_id}")
@@ -104,18 +119,32 @@ def _seed_program(target: str) -> bool:
             idempotency_key=f"address-{pending.round_id}",
         )
         print("Respond       -> accepted")
-        result = handle.result(timeout=60)
+        result = handle.result(timeout=120)
         print(f"Result        -> {result.outcome.value}")
         for operation in result.operations:
             content = (operation.result or {}).get("content") or [{}]
             print(f"                 {operation.operation_name}: {content[0].get('text')}")
+        if result.agent is not None:
+            print(f"Agent         -> {result.agent.harness} says {result.agent.final_message!r}")
         return result.outcome.value == "succeeded"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the demo; it takes no arguments."""
+    """Run the demo: `--harness scripted` (default) or `--harness codex`."""
+    parser = argparse.ArgumentParser(prog="m3grpc demo")
+    parser.add_argument("--harness", choices=["scripted", "codex"], default="scripted")
+    args = parser.parse_args(list(argv or []))
+    with contextlib.ExitStack() as stack:
+        fake_url: str | None = None
+        if args.harness == "codex":
+            fake_url = stack.enter_context(FakeModel()).base_url
+            print(f"fake model    -> {fake_url} (a loopback stand-in for a hosted LLM)")
+        return _run(args.harness, fake_url)
+
+
+def _run(harness: str, fake_model_url: str | None) -> int:
     with tempfile.TemporaryDirectory(prefix="m3-demo-") as directory:
-        service, target = _start_service(_config(Path(directory)))
+        service, target = _start_service(_config(Path(directory), fake_model_url))
         try:
             print(f"m3grpc serve  -> listening on {target} (SQLite in {directory})")
             with grpc.insecure_channel(target) as channel:
@@ -124,7 +153,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 )
             status = health_pb2.HealthCheckResponse.ServingStatus.Name(health.status)
             print(f"Health        -> {status}")
-            ok = _seed_program(target)
+            ok = _seed_program(target, harness)
         finally:
             service.terminate()  # SIGTERM: graceful shutdown
             code = service.wait(timeout=30)

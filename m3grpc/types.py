@@ -138,6 +138,30 @@ class ExecutionState(_Model):
     failure_message: str | None = None
 
 
+class NativePrompt(_Model):
+    """A native permission prompt an agent raised, and how M3 answered it."""
+
+    # "command_execution", "file_change", "permissions", "user_input", or
+    # "mcp_tool_call" (a tool call when the spec selects no tools).
+    kind: str
+    decision: Literal["allow", "deny"]
+    detail: str | None = None  # e.g. the command
+
+
+class AgentReport(_Model):
+    """What an agent harness (e.g. Codex) reports about its run."""
+
+    harness: str
+    model: str | None = None
+    session_id: str | None = None  # Codex: the thread id
+    turn_id: str | None = None
+    turn_status: str | None = None  # Codex: completed / interrupted / failed
+    final_message: str | None = None
+    # Token counts as the agent reports them (Codex: input_tokens, output_tokens, ...).
+    token_usage: Mapping[str, int] | None = None
+    native_prompts: tuple[NativePrompt, ...] = ()
+
+
 class ExecutionResult(_Model):
     """The terminal result of an execution."""
 
@@ -147,6 +171,8 @@ class ExecutionResult(_Model):
     failure_code: str | None = None
     failure_message: str | None = None
     finished_at: AwareDatetime
+    # Set by agent harnesses (None for the scripted harness).
+    agent: AgentReport | None = None
 
 
 class ManagedInputLease(_Model):

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The test command: installs what the tests need (Python packages, a PostgreSQL
-# server, Node packages, buf), runs the static checks, then the whole suite.
+# server, Node packages including the Codex CLI, buf), runs the static checks, then the whole suite.
 # Works on a fresh machine; `.ci/run` calls exactly this.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -11,6 +11,8 @@ M3_TEST_POSTGRES_URL="$(bash scripts/start-postgres.sh)"
 export M3_TEST_POSTGRES_URL
 eval "$(bash scripts/setup-node.sh)"
 eval "$(bash scripts/setup-typescript.sh)"
+eval "$(bash scripts/setup-codex.sh)"
+export M3_CODEX_BIN
 (cd clients/go && go mod download)
 
 echo "== proto: buf lint, buf breaking, generated-code drift"

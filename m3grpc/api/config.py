@@ -22,6 +22,12 @@
     url = "http://127.0.0.1:8000/mcp"
     headers = { Authorization = "Bearer ..." }
 
+    [codex]                           # the `codex` harness (each key overrides M3_CODEX_*)
+    binary = "tools/codex/node_modules/.../codex"   # default: scripts/setup-codex.sh's install
+    base_url = "https://provider.example/v1"        # a Responses API provider; omit for OpenAI
+    env_key = "OPENAI_API_KEY"        # the variable (in the service's environment) with the key
+    auth_home = "~/.codex"            # a signed-in CODEX_HOME whose auth.json is copied
+
 Every key is optional. Relative paths (database, cwd) are relative to the
 service's working directory. A binding may also set `protocol` ("auto",
 "legacy" or "2026-07-28"). Clients only ever name a binding.
@@ -38,6 +44,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from m3grpc.harness.codex import CodexSettings
 from m3grpc.runtime import WorkerSettings
 from m3grpc.servers import HttpServer, ServerBinding, StdioServer
 
@@ -83,6 +90,22 @@ def check_listen(address: str) -> str:
     return address
 
 
+class Codex(_Section):
+    binary: str | None = None
+    base_url: str | None = None
+    env_key: str | None = None
+    auth_home: str | None = None
+
+    def settings(self) -> CodexSettings:
+        base = CodexSettings.from_env()
+        return CodexSettings(
+            binary=self.binary or base.binary,
+            base_url=self.base_url or base.base_url,
+            env_key=self.env_key or base.env_key,
+            auth_home=Path(self.auth_home).expanduser() if self.auth_home else base.auth_home,
+        )
+
+
 class ServiceConfig(_Section):
     database: str = DEFAULT_DATABASE
     listen: str = DEFAULT_LISTEN
@@ -91,6 +114,7 @@ class ServiceConfig(_Section):
     keepalive_seconds: float = Field(default=30.0, gt=0)
     workers: Workers = Field(default_factory=Workers)
     servers: Mapping[str, ServerBinding] = Field(default_factory=dict)
+    codex: Codex = Field(default_factory=Codex)
 
     @field_validator("database")
     @classmethod

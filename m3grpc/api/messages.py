@@ -14,6 +14,7 @@ from m3grpc.api import convert
 from m3grpc.api.gen.m3.v1 import elicitation_pb2, execution_pb2
 from m3grpc.errors import FieldViolation, ManagedInputValidationError
 from m3grpc.types import (
+    AgentReport,
     ElicitationRequest,
     ElicitationResponse,
     ExecutionOutcome,
@@ -24,6 +25,7 @@ from m3grpc.types import (
     HumanInput,
     ManagedInputRecord,
     ManagedInputStatus,
+    NativePrompt,
     OperationResult,
     PendingElicitationRound,
     UrlElicitationRequest,
@@ -221,8 +223,46 @@ def _operation_model(message: execution_pb2.OperationResult) -> OperationResult:
     )
 
 
+def _agent_message(report: AgentReport) -> execution_pb2.AgentReport:
+    return execution_pb2.AgentReport(
+        harness=report.harness,
+        model=report.model or "",
+        session_id=report.session_id or "",
+        turn_id=report.turn_id or "",
+        turn_status=report.turn_status or "",
+        final_message=report.final_message or "",
+        token_usage=dict(report.token_usage or {}),
+        native_prompts=[
+            execution_pb2.NativePrompt(
+                kind=prompt.kind, allowed=prompt.decision == "allow", detail=prompt.detail or ""
+            )
+            for prompt in report.native_prompts
+        ],
+    )
+
+
+def _agent_model(message: execution_pb2.AgentReport) -> AgentReport:
+    return AgentReport(
+        harness=message.harness,
+        model=message.model or None,
+        session_id=message.session_id or None,
+        turn_id=message.turn_id or None,
+        turn_status=message.turn_status or None,
+        final_message=message.final_message or None,
+        token_usage=dict(message.token_usage) or None,
+        native_prompts=tuple(
+            NativePrompt(
+                kind=prompt.kind,
+                decision="allow" if prompt.allowed else "deny",
+                detail=prompt.detail or None,
+            )
+            for prompt in message.native_prompts
+        ),
+    )
+
+
 def result_message(result: ExecutionResult) -> execution_pb2.ExecutionResult:
-    return execution_pb2.ExecutionResult(
+    message = execution_pb2.ExecutionResult(
         execution_id=result.execution_id,
         outcome=convert.OUTCOME.wire(result.outcome),
         operations=[_operation_message(op) for op in result.operations],
@@ -230,6 +270,9 @@ def result_message(result: ExecutionResult) -> execution_pb2.ExecutionResult:
         failure_message=result.failure_message or "",
         finish_time=convert.timestamp(result.finished_at),
     )
+    if result.agent is not None:
+        message.agent.CopyFrom(_agent_message(result.agent))
+    return message
 
 
 def result_model(message: execution_pb2.ExecutionResult) -> ExecutionResult:
@@ -240,6 +283,7 @@ def result_model(message: execution_pb2.ExecutionResult) -> ExecutionResult:
         failure_code=message.failure_code or None,
         failure_message=message.failure_message or None,
         finished_at=convert.from_timestamp(message.finish_time),
+        agent=_agent_model(message.agent) if message.HasField("agent") else None,
     )
 
 

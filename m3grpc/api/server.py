@@ -25,7 +25,7 @@ from m3grpc.api.gen.m3.v1 import elicitation_service_pb2, execution_service_pb2
 from m3grpc.api.registration import add_servicer
 from m3grpc.api.watch import PendingWatch
 from m3grpc.errors import ManagedInputValidationError, ModelValidationError
-from m3grpc.runtime import Runtime
+from m3grpc.runtime import Runtime, default_harnesses
 from m3grpc.storage import SqlExecutionStore
 
 log = logging.getLogger(__name__)
@@ -96,7 +96,10 @@ async def start_service(config: ServiceConfig, *, listen: str | None = None) -> 
     _probe_listen(address)
     store = _open_store(config.database)
     runtime = Runtime(
-        store, settings=config.workers.settings(), queue_capacity=config.workers.queue_capacity
+        store,
+        settings=config.workers.settings(),
+        queue_capacity=config.workers.queue_capacity,
+        harnesses=default_harnesses(codex=config.codex.settings()),
     )
     server = grpc.aio.server(options=server_options(config))
     # Bound before the workers start: a start that loses the port claims no work.

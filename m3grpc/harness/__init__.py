@@ -1,11 +1,13 @@
 """Harnesses: the layer that drives an MCP server for one execution.
 
 `Harness` is the protocol real agent harnesses implement; `ScriptedHarness`
-(name "scripted") is the built-in deterministic one, a real MCP client.
+(name "scripted") is the built-in deterministic one, a real MCP client;
+`CodexHarness` (name "codex") runs OpenAI's Codex CLI as the agent.
 """
 
 from m3grpc.harness.base import (
     Harness,
+    HarnessOutcome,
     HarnessTask,
     InputProtocol,
     InputResolver,
@@ -14,13 +16,17 @@ from m3grpc.harness.base import (
     OperationStep,
     operation_id,
 )
+from m3grpc.harness.codex import CodexHarness, CodexSettings
 from m3grpc.harness.request_keys import DEFAULT_REQUEST_KEY, META_REQUEST_KEY
 from m3grpc.harness.scripted import ScriptedHarness
 
 __all__ = [
     "DEFAULT_REQUEST_KEY",
     "META_REQUEST_KEY",
+    "CodexHarness",
+    "CodexSettings",
     "Harness",
+    "HarnessOutcome",
     "HarnessTask",
     "InputProtocol",
     "InputResolver",

@@ -19,6 +19,7 @@ from typing import Any, Literal, Protocol
 
 from m3grpc.servers import ServerBinding
 from m3grpc.types import (
+    AgentReport,
     ElicitationResponse,
     FormElicitationRequest,
     OperationKind,
@@ -87,6 +88,11 @@ class InputRound:
     requests: Mapping[str, FormElicitationRequest | UrlElicitationRequest]
     request_state: str | None
     protocol: InputProtocol
+    # Where an agent harness (e.g. Codex) was when the request arrived: its
+    # session/thread id and turn metadata, kept on the stored round. Not a
+    # resume token: a native agent process cannot be resumed by another worker.
+    harness_session_id: str | None = None
+    turn_metadata: Mapping[str, Any] | None = None
 
 
 class InputResolver(Protocol):
@@ -137,6 +143,10 @@ class HarnessTask:
     tools: Sequence[str]
     script: Sequence[OperationStep] | None = None
     round_limit: int = 8  # max input rounds per operation
+    # For agent harnesses: the models to use (the first one runs) and how to
+    # answer the agent's native permission prompts outside the tool selection.
+    models: Sequence[str] = ()
+    permission_policy: Literal["deny", "allow"] = "deny"
 
     def __post_init__(self) -> None:
         if self.round_limit < 1:
@@ -156,6 +166,19 @@ class HarnessTask:
         return names
 
 
+@dataclass(frozen=True)
+class HarnessOutcome:
+    """What an agent harness returns: the operations, plus the agent's own report.
+
+    `failure` (code, message) fails the execution when no operation failed
+    (e.g. the agent's turn failed).
+    """
+
+    operations: list[OperationResult]
+    agent: AgentReport | None = None
+    failure: tuple[str, str] | None = None
+
+
 class Harness(Protocol):
     """Runs a task's MCP operations; one `OperationResult` per operation that ran."""
 
@@ -163,4 +186,4 @@ class Harness(Protocol):
 
     async def run(
         self, task: HarnessTask, resolve_input: InputResolver
-    ) -> list[OperationResult]: ...
+    ) -> list[OperationResult] | HarnessOutcome: ...

@@ -129,6 +129,8 @@ class ManagedInputResolver:
             round_index=round.round_index,
             round_limit=self._round_limit,
             operation_parameters=dict(operation.arguments),
+            harness_session_id=round.harness_session_id,
+            turn_metadata=round.turn_metadata,
         )
         self.open_round_id = pending.round_id
         self._open_operation_id = operation.logical_operation_id

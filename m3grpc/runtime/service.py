@@ -22,6 +22,7 @@ from m3grpc.errors import (
     WorkQueueFullError,
 )
 from m3grpc.harness import Harness, ScriptedHarness
+from m3grpc.harness.codex import CodexHarness, CodexSettings
 from m3grpc.runtime.notifier import Notifier, wait_for
 from m3grpc.runtime.submission import spec_document, validate_submission
 from m3grpc.runtime.worker import WorkerPool, WorkerSettings
@@ -44,8 +45,9 @@ from m3grpc.types import (
 EVENTS_KEY = "m3:events"
 
 
-def default_harnesses() -> dict[str, Harness]:
-    return {"scripted": ScriptedHarness()}
+def default_harnesses(*, codex: CodexSettings | None = None) -> dict[str, Harness]:
+    # Without explicit settings, Codex's come from M3_CODEX_* variables (CodexSettings.from_env).
+    return {"scripted": ScriptedHarness(), "codex": CodexHarness(codex)}
 
 
 class Runtime:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from m3grpc.errors import M3Error, ManagedInputConflict
-from m3grpc.harness import Harness, HarnessTask, OperationStep
+from m3grpc.harness import Harness, HarnessOutcome, HarnessTask, OperationStep
 from m3grpc.runtime.leases import LeaseHolder
 from m3grpc.runtime.notifier import Notifier
 from m3grpc.runtime.recovery import recover_expired
@@ -25,7 +25,7 @@ from m3grpc.runtime.submission import parse_spec
 from m3grpc.servers import ServerBinding, StdioServer
 from m3grpc.specs import AgentSpec, OperationSpec, ScriptStep
 from m3grpc.storage import ClaimedExecution, SqlExecutionStore
-from m3grpc.types import ExecutionOutcome, ExecutionResult, OperationResult
+from m3grpc.types import AgentReport, ExecutionOutcome, ExecutionResult, OperationResult
 
 log = logging.getLogger(__name__)
 
@@ -181,8 +181,12 @@ class WorkerPool:
         harness_name = spec.harness if isinstance(spec, AgentSpec) else "scripted"
         harness = self._harnesses[harness_name]
         operations: list[OperationResult] = []
+        ran = HarnessOutcome(operations)
         try:
-            operations = await harness.run(task, resolver)
+            returned = await harness.run(task, resolver)
+            # Agent harnesses return a HarnessOutcome (with the agent's report).
+            ran = returned if isinstance(returned, HarnessOutcome) else HarnessOutcome(returned)
+            operations = ran.operations
             await resolver.settle_all(operations)
         except asyncio.CancelledError:
             outcome, code, message = self._stop_reasons.get(
@@ -198,18 +202,18 @@ class WorkerPool:
                 execution_id, operations, ExecutionOutcome.FAILED, "harness_error", str(exc)
             )
         failed = next((op for op in operations if not op.ok), None)
-        if failed is None:
-            return self._result(execution_id, operations, ExecutionOutcome.SUCCEEDED, None, None)
-        await resolver.fail_open_round(
-            failed.failure_code or "operation_failed", failed.failure_message or ""
-        )
-        return self._result(
-            execution_id,
-            operations,
-            ExecutionOutcome.FAILED,
-            failed.failure_code,
-            failed.failure_message,
-        )
+        agent = ran.agent
+        if failed is None and ran.failure is None:
+            return self._result(
+                execution_id, operations, ExecutionOutcome.SUCCEEDED, None, None, agent
+            )
+        if failed is not None:
+            code, message = failed.failure_code or "operation_failed", failed.failure_message or ""
+        else:
+            assert ran.failure is not None
+            code, message = ran.failure
+        await resolver.fail_open_round(code, message)
+        return self._result(execution_id, operations, ExecutionOutcome.FAILED, code, message, agent)
 
     def _result(
         self,
@@ -218,6 +222,7 @@ class WorkerPool:
         outcome: ExecutionOutcome,
         code: str | None,
         message: str | None,
+        agent: AgentReport | None = None,
     ) -> ExecutionResult:
         return ExecutionResult(
             execution_id=execution_id,
@@ -226,6 +231,7 @@ class WorkerPool:
             failure_code=code,
             failure_message=message,
             finished_at=self._store.now(),
+            agent=agent,
         )
 
     async def _heartbeat(
@@ -293,6 +299,8 @@ class WorkerPool:
                 tools=spec.tools,
                 script=[_step(step) for step in spec.script] if spec.script is not None else None,
                 round_limit=spec.round_limit,
+                models=spec.models,
+                permission_policy=spec.permission_policy.default,
             )
         step = spec.operation
         return HarnessTask(

@@ -67,6 +67,14 @@ def write_config(
             f"command = {json.dumps(sys.executable)}",
             f"args = {json.dumps([str(SERVERS / 'shipping.py'), '--variant', variant])}",
         ]
+    # The repository's example server (examples/shipping_server.py): its address form
+    # has no top-level title, so Codex forwards it (the codex scenario uses it).
+    lines += [
+        "[servers.example]",
+        f"command = {json.dumps(sys.executable)}",
+        f"args = {json.dumps([str(ROOT / 'examples' / 'shipping_server.py')])}",
+        'protocol = "legacy"',
+    ]
     path.write_text("\n".join(lines) + "\n")
     return path
 

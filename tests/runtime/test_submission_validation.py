@@ -43,7 +43,7 @@ CASES: dict[str, tuple[Callable[[MCPTestKit], object], str]] = {
         "spec",
     ),
     "unknown-harness": (
-        lambda kit: kit.agents([{"harness": "codex", "models": ["m"]}])[0].submit(
+        lambda kit: kit.agents([{"harness": "no-such-harness", "models": ["m"]}])[0].submit(
             "x", server=SHIPPING, tools=["shipping:book_shipment"]
         ),
         "harness",

@@ -124,7 +124,8 @@ class ScenarioRun:
 
     def op_submit(self, step: Mapping[str, Any], expect: Mapping[str, Any]) -> None:
         agent_spec = step["agent"]
-        agent = self.kit.agents([{"harness": agent_spec["harness"], "models": []}])[0]
+        models = agent_spec.get("models", [])
+        agent = self.kit.agents([{"harness": agent_spec["harness"], "models": models}])[0]
         handle = agent.submit(
             agent_spec["prompt"],
             server=agent_spec["server"],
@@ -199,6 +200,10 @@ class ScenarioRun:
         if "operation_text" in expect:
             text = _first_text(result.operations[0].result) if result.operations else None
             _expect_equal("operation text", text, expect["operation_text"])
+        if "agent_final_message" in expect:
+            # An agent harness's final message (codex); "" when the harness reports none.
+            message = (result.agent.final_message if result.agent else None) or ""
+            _expect_equal("agent final message", message, expect["agent_final_message"])
 
     def op_cancel(self, step: Mapping[str, Any], expect: Mapping[str, Any]) -> None:
         self.handle(step).cancel()

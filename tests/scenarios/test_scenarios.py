@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from m3grpc.devtools.fake_model import FAKE_API_KEY, FakeModel
 from tests.api.conftest import ServerProcess, start_server
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -49,11 +50,17 @@ def _driver(language: str, target: str) -> tuple[list[str], Path]:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    process = start_server(tmp_path_factory.mktemp("scenarios"), pool_size=8)
-    try:
-        yield process
-    finally:
-        process.terminate()
+    # The codex scenario's agent talks to the fake model (the stand-in for a hosted LLM);
+    # the service's codex harness reads its settings from M3_CODEX_* at start.
+    with FakeModel() as model, pytest.MonkeyPatch.context() as env:
+        env.setenv("M3_CODEX_BASE_URL", model.base_url)
+        env.setenv("M3_CODEX_ENV_KEY", "M3_FAKE_MODEL_KEY")
+        env.setenv("M3_FAKE_MODEL_KEY", FAKE_API_KEY)
+        process = start_server(tmp_path_factory.mktemp("scenarios"), pool_size=8)
+        try:
+            yield process
+        finally:
+            process.terminate()
 
 
 @pytest.mark.parametrize("language", ["python", "typescript", "go"])
@@ -71,4 +78,4 @@ def test_language_passes_every_scenario(server: ServerProcess, language: str) ->
     failures = [line for line in output.splitlines() if line.startswith("FAIL ")]
     assert completed.returncode == 0 and not failures, "\n".join(failures) or output[-4000:]
     summary = [line for line in completed.stdout.splitlines() if line.startswith(f"{language}: ")]
-    assert summary == [f"{language}: 8 passed, 0 failed"], output[-4000:]
+    assert summary == [f"{language}: 9 passed, 0 failed"], output[-4000:]

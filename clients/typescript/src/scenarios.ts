@@ -289,7 +289,7 @@ class ScenarioRun {
   }
 
   private async result(step: JsonObject, expect: JsonObject): Promise<void> {
-    onlyKeys(expect, ["outcome", "failure_code", "operation_text"], "expect");
+    onlyKeys(expect, ["outcome", "failure_code", "operation_text", "agent_final_message"], "expect");
     const result = await this.client.result(this.execution(step), {
       timeoutSeconds: optionalNumber(step["timeout_seconds"], "timeout_seconds"),
     });
@@ -301,6 +301,11 @@ class ScenarioRun {
     }
     if (expect["operation_text"] !== undefined) {
       expectEqual("operation text", firstText(result), expect["operation_text"]);
+    }
+    if (expect["agent_final_message"] !== undefined) {
+      // An agent harness's final message (codex); "" when the harness reports none.
+      const message = result.agent?.finalMessage ?? "";
+      expectEqual("agent final message", message, expect["agent_final_message"]);
     }
   }
 

@@ -48,6 +48,7 @@ type step struct {
 
 type agentStep struct {
 	Harness             string   `json:"harness"`
+	Models              []string `json:"models"`
 	Prompt              string   `json:"prompt"`
 	Server              string   `json:"server"`
 	Tools               []string `json:"tools"`
@@ -232,6 +233,7 @@ func (r *runner) submit(st step, exp *expectation) error {
 	}
 	spec := m3.AgentSpec{
 		Harness: st.Agent.Harness,
+		Models:  st.Agent.Models,
 		Prompt:  st.Agent.Prompt,
 		Server:  st.Agent.Server,
 		Tools:   st.Agent.Tools,
@@ -392,6 +394,8 @@ func (r *runner) result(st step, exp *expectation) error {
 	checks := []error{
 		exp.equal("outcome", enumName(res.GetOutcome())),
 		exp.equal("failure_code", res.GetFailureCode()),
+		// An agent harness's final message (codex); "" when the harness reports none.
+		exp.equal("agent_final_message", res.GetAgent().GetFinalMessage()),
 	}
 	if _, ok := exp.get("operation_text"); ok {
 		var text any // null when there is no operation or no text content

@@ -1071,7 +1071,10 @@ type ExecutionResult struct {
 	// Output only. A human-readable failure description; empty when none.
 	FailureMessage string `protobuf:"bytes,5,opt,name=failure_message,json=failureMessage,proto3" json:"failure_message,omitempty"`
 	// Output only. When the execution finished.
-	FinishTime    *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=finish_time,json=finishTime,proto3" json:"finish_time,omitempty"`
+	FinishTime *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=finish_time,json=finishTime,proto3" json:"finish_time,omitempty"`
+	// Output only. What an agent harness (e.g. `codex`) reported about its run;
+	// unset for the `scripted` harness.
+	Agent         *AgentReport `protobuf:"bytes,7,opt,name=agent,proto3" json:"agent,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1148,6 +1151,193 @@ func (x *ExecutionResult) GetFinishTime() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *ExecutionResult) GetAgent() *AgentReport {
+	if x != nil {
+		return x.Agent
+	}
+	return nil
+}
+
+// What an agent harness reported about its run.
+type AgentReport struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Output only. The harness, e.g. `codex`.
+	Harness string `protobuf:"bytes,1,opt,name=harness,proto3" json:"harness,omitempty"`
+	// Output only. The model the agent used; empty when the harness chose its
+	// default.
+	Model string `protobuf:"bytes,2,opt,name=model,proto3" json:"model,omitempty"`
+	// Output only. The agent's session (Codex: the thread ID).
+	SessionId string `protobuf:"bytes,3,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// Output only. The agent's turn ID.
+	TurnId string `protobuf:"bytes,4,opt,name=turn_id,json=turnId,proto3" json:"turn_id,omitempty"`
+	// Output only. How the turn ended as the agent says (Codex: `completed`,
+	// `interrupted` or `failed`); empty when it never ended.
+	TurnStatus string `protobuf:"bytes,5,opt,name=turn_status,json=turnStatus,proto3" json:"turn_status,omitempty"`
+	// Output only. The agent's final message; empty when it wrote none.
+	FinalMessage string `protobuf:"bytes,6,opt,name=final_message,json=finalMessage,proto3" json:"final_message,omitempty"`
+	// Output only. Token counts as the agent reported them (e.g.
+	// `input_tokens`, `output_tokens`, `total_tokens`); empty when not reported.
+	TokenUsage map[string]int64 `protobuf:"bytes,7,rep,name=token_usage,json=tokenUsage,proto3" json:"token_usage,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	// Output only. The agent's native permission prompts and how the
+	// execution's permission policy answered them, in order.
+	NativePrompts []*NativePrompt `protobuf:"bytes,8,rep,name=native_prompts,json=nativePrompts,proto3" json:"native_prompts,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AgentReport) Reset() {
+	*x = AgentReport{}
+	mi := &file_m3_v1_execution_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AgentReport) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AgentReport) ProtoMessage() {}
+
+func (x *AgentReport) ProtoReflect() protoreflect.Message {
+	mi := &file_m3_v1_execution_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AgentReport.ProtoReflect.Descriptor instead.
+func (*AgentReport) Descriptor() ([]byte, []int) {
+	return file_m3_v1_execution_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *AgentReport) GetHarness() string {
+	if x != nil {
+		return x.Harness
+	}
+	return ""
+}
+
+func (x *AgentReport) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+func (x *AgentReport) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *AgentReport) GetTurnId() string {
+	if x != nil {
+		return x.TurnId
+	}
+	return ""
+}
+
+func (x *AgentReport) GetTurnStatus() string {
+	if x != nil {
+		return x.TurnStatus
+	}
+	return ""
+}
+
+func (x *AgentReport) GetFinalMessage() string {
+	if x != nil {
+		return x.FinalMessage
+	}
+	return ""
+}
+
+func (x *AgentReport) GetTokenUsage() map[string]int64 {
+	if x != nil {
+		return x.TokenUsage
+	}
+	return nil
+}
+
+func (x *AgentReport) GetNativePrompts() []*NativePrompt {
+	if x != nil {
+		return x.NativePrompts
+	}
+	return nil
+}
+
+// A native permission prompt of an agent and how M3 answered it.
+type NativePrompt struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Output only. What the agent asked to do: `command_execution`,
+	// `file_change`, `permissions`, `user_input`, or `mcp_tool_call` (a tool
+	// call when the spec selects no tools).
+	Kind string `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	// Output only. Whether the prompt was allowed.
+	Allowed bool `protobuf:"varint,2,opt,name=allowed,proto3" json:"allowed,omitempty"`
+	// Output only. What the prompt was about (e.g. the command); empty when
+	// the agent gave nothing.
+	Detail        string `protobuf:"bytes,3,opt,name=detail,proto3" json:"detail,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NativePrompt) Reset() {
+	*x = NativePrompt{}
+	mi := &file_m3_v1_execution_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NativePrompt) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NativePrompt) ProtoMessage() {}
+
+func (x *NativePrompt) ProtoReflect() protoreflect.Message {
+	mi := &file_m3_v1_execution_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NativePrompt.ProtoReflect.Descriptor instead.
+func (*NativePrompt) Descriptor() ([]byte, []int) {
+	return file_m3_v1_execution_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *NativePrompt) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *NativePrompt) GetAllowed() bool {
+	if x != nil {
+		return x.Allowed
+	}
+	return false
+}
+
+func (x *NativePrompt) GetDetail() string {
+	if x != nil {
+		return x.Detail
+	}
+	return ""
+}
+
 // Answer with MCP action `accept` and content built from the requested
 // schema's defaults.
 type ElicitationRule_AcceptDefaults struct {
@@ -1158,7 +1348,7 @@ type ElicitationRule_AcceptDefaults struct {
 
 func (x *ElicitationRule_AcceptDefaults) Reset() {
 	*x = ElicitationRule_AcceptDefaults{}
-	mi := &file_m3_v1_execution_proto_msgTypes[8]
+	mi := &file_m3_v1_execution_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1170,7 +1360,7 @@ func (x *ElicitationRule_AcceptDefaults) String() string {
 func (*ElicitationRule_AcceptDefaults) ProtoMessage() {}
 
 func (x *ElicitationRule_AcceptDefaults) ProtoReflect() protoreflect.Message {
-	mi := &file_m3_v1_execution_proto_msgTypes[8]
+	mi := &file_m3_v1_execution_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1195,7 +1385,7 @@ type ElicitationRule_Decline struct {
 
 func (x *ElicitationRule_Decline) Reset() {
 	*x = ElicitationRule_Decline{}
-	mi := &file_m3_v1_execution_proto_msgTypes[9]
+	mi := &file_m3_v1_execution_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1207,7 +1397,7 @@ func (x *ElicitationRule_Decline) String() string {
 func (*ElicitationRule_Decline) ProtoMessage() {}
 
 func (x *ElicitationRule_Decline) ProtoReflect() protoreflect.Message {
-	mi := &file_m3_v1_execution_proto_msgTypes[9]
+	mi := &file_m3_v1_execution_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1232,7 +1422,7 @@ type ElicitationRule_Cancel struct {
 
 func (x *ElicitationRule_Cancel) Reset() {
 	*x = ElicitationRule_Cancel{}
-	mi := &file_m3_v1_execution_proto_msgTypes[10]
+	mi := &file_m3_v1_execution_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1244,7 +1434,7 @@ func (x *ElicitationRule_Cancel) String() string {
 func (*ElicitationRule_Cancel) ProtoMessage() {}
 
 func (x *ElicitationRule_Cancel) ProtoReflect() protoreflect.Message {
-	mi := &file_m3_v1_execution_proto_msgTypes[10]
+	mi := &file_m3_v1_execution_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1328,7 +1518,7 @@ const file_m3_v1_execution_proto_rawDesc = "" +
 	"\x02ok\x18\x05 \x01(\bR\x02ok\x12/\n" +
 	"\x06result\x18\x06 \x01(\v2\x17.google.protobuf.StructR\x06result\x12!\n" +
 	"\ffailure_code\x18\a \x01(\tR\vfailureCode\x12'\n" +
-	"\x0ffailure_message\x18\b \x01(\tR\x0efailureMessage\"\xa8\x02\n" +
+	"\x0ffailure_message\x18\b \x01(\tR\x0efailureMessage\"\xd2\x02\n" +
 	"\x0fExecutionResult\x12!\n" +
 	"\fexecution_id\x18\x01 \x01(\tR\vexecutionId\x121\n" +
 	"\aoutcome\x18\x02 \x01(\x0e2\x17.m3.v1.ExecutionOutcomeR\aoutcome\x126\n" +
@@ -1338,7 +1528,27 @@ const file_m3_v1_execution_proto_rawDesc = "" +
 	"\ffailure_code\x18\x04 \x01(\tR\vfailureCode\x12'\n" +
 	"\x0ffailure_message\x18\x05 \x01(\tR\x0efailureMessage\x12;\n" +
 	"\vfinish_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"finishTime*X\n" +
+	"finishTime\x12(\n" +
+	"\x05agent\x18\a \x01(\v2\x12.m3.v1.AgentReportR\x05agent\"\xfb\x02\n" +
+	"\vAgentReport\x12\x18\n" +
+	"\aharness\x18\x01 \x01(\tR\aharness\x12\x14\n" +
+	"\x05model\x18\x02 \x01(\tR\x05model\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x03 \x01(\tR\tsessionId\x12\x17\n" +
+	"\aturn_id\x18\x04 \x01(\tR\x06turnId\x12\x1f\n" +
+	"\vturn_status\x18\x05 \x01(\tR\n" +
+	"turnStatus\x12#\n" +
+	"\rfinal_message\x18\x06 \x01(\tR\ffinalMessage\x12C\n" +
+	"\vtoken_usage\x18\a \x03(\v2\".m3.v1.AgentReport.TokenUsageEntryR\n" +
+	"tokenUsage\x12:\n" +
+	"\x0enative_prompts\x18\b \x03(\v2\x13.m3.v1.NativePromptR\rnativePrompts\x1a=\n" +
+	"\x0fTokenUsageEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"T\n" +
+	"\fNativePrompt\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x18\n" +
+	"\aallowed\x18\x02 \x01(\bR\aallowed\x12\x16\n" +
+	"\x06detail\x18\x03 \x01(\tR\x06detail*X\n" +
 	"\n" +
 	"HumanInput\x12\x1b\n" +
 	"\x17HUMAN_INPUT_UNSPECIFIED\x10\x00\x12\x14\n" +
@@ -1379,7 +1589,7 @@ func file_m3_v1_execution_proto_rawDescGZIP() []byte {
 }
 
 var file_m3_v1_execution_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_m3_v1_execution_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_m3_v1_execution_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_m3_v1_execution_proto_goTypes = []any{
 	(HumanInput)(0),                        // 0: m3.v1.HumanInput
 	(OperationKind)(0),                     // 1: m3.v1.OperationKind
@@ -1394,43 +1604,49 @@ var file_m3_v1_execution_proto_goTypes = []any{
 	(*ExecutionState)(nil),                 // 10: m3.v1.ExecutionState
 	(*OperationResult)(nil),                // 11: m3.v1.OperationResult
 	(*ExecutionResult)(nil),                // 12: m3.v1.ExecutionResult
-	(*ElicitationRule_AcceptDefaults)(nil), // 13: m3.v1.ElicitationRule.AcceptDefaults
-	(*ElicitationRule_Decline)(nil),        // 14: m3.v1.ElicitationRule.Decline
-	(*ElicitationRule_Cancel)(nil),         // 15: m3.v1.ElicitationRule.Cancel
-	(*structpb.Struct)(nil),                // 16: google.protobuf.Struct
-	(*durationpb.Duration)(nil),            // 17: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),          // 18: google.protobuf.Timestamp
+	(*AgentReport)(nil),                    // 13: m3.v1.AgentReport
+	(*NativePrompt)(nil),                   // 14: m3.v1.NativePrompt
+	(*ElicitationRule_AcceptDefaults)(nil), // 15: m3.v1.ElicitationRule.AcceptDefaults
+	(*ElicitationRule_Decline)(nil),        // 16: m3.v1.ElicitationRule.Decline
+	(*ElicitationRule_Cancel)(nil),         // 17: m3.v1.ElicitationRule.Cancel
+	nil,                                    // 18: m3.v1.AgentReport.TokenUsageEntry
+	(*structpb.Struct)(nil),                // 19: google.protobuf.Struct
+	(*durationpb.Duration)(nil),            // 20: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),          // 21: google.protobuf.Timestamp
 }
 var file_m3_v1_execution_proto_depIdxs = []int32{
 	1,  // 0: m3.v1.OperationStep.kind:type_name -> m3.v1.OperationKind
-	16, // 1: m3.v1.OperationStep.arguments:type_name -> google.protobuf.Struct
+	19, // 1: m3.v1.OperationStep.arguments:type_name -> google.protobuf.Struct
 	7,  // 2: m3.v1.ElicitationPlan.rules:type_name -> m3.v1.ElicitationRule
-	16, // 3: m3.v1.ElicitationRule.accept_content:type_name -> google.protobuf.Struct
-	13, // 4: m3.v1.ElicitationRule.accept_defaults:type_name -> m3.v1.ElicitationRule.AcceptDefaults
-	14, // 5: m3.v1.ElicitationRule.decline:type_name -> m3.v1.ElicitationRule.Decline
-	15, // 6: m3.v1.ElicitationRule.cancel:type_name -> m3.v1.ElicitationRule.Cancel
+	19, // 3: m3.v1.ElicitationRule.accept_content:type_name -> google.protobuf.Struct
+	15, // 4: m3.v1.ElicitationRule.accept_defaults:type_name -> m3.v1.ElicitationRule.AcceptDefaults
+	16, // 5: m3.v1.ElicitationRule.decline:type_name -> m3.v1.ElicitationRule.Decline
+	17, // 6: m3.v1.ElicitationRule.cancel:type_name -> m3.v1.ElicitationRule.Cancel
 	5,  // 7: m3.v1.AgentSpec.script:type_name -> m3.v1.OperationStep
 	6,  // 8: m3.v1.AgentSpec.elicitation_plan:type_name -> m3.v1.ElicitationPlan
 	4,  // 9: m3.v1.AgentSpec.permission_policy:type_name -> m3.v1.PermissionPolicy
-	17, // 10: m3.v1.AgentSpec.round_timeout:type_name -> google.protobuf.Duration
+	20, // 10: m3.v1.AgentSpec.round_timeout:type_name -> google.protobuf.Duration
 	5,  // 11: m3.v1.OperationSpec.operation:type_name -> m3.v1.OperationStep
 	6,  // 12: m3.v1.OperationSpec.elicitation_plan:type_name -> m3.v1.ElicitationPlan
 	2,  // 13: m3.v1.ExecutionState.lifecycle:type_name -> m3.v1.ExecutionLifecycle
 	3,  // 14: m3.v1.ExecutionState.outcome:type_name -> m3.v1.ExecutionOutcome
 	0,  // 15: m3.v1.ExecutionState.human_input:type_name -> m3.v1.HumanInput
-	18, // 16: m3.v1.ExecutionState.create_time:type_name -> google.protobuf.Timestamp
-	18, // 17: m3.v1.ExecutionState.update_time:type_name -> google.protobuf.Timestamp
-	18, // 18: m3.v1.ExecutionState.finish_time:type_name -> google.protobuf.Timestamp
+	21, // 16: m3.v1.ExecutionState.create_time:type_name -> google.protobuf.Timestamp
+	21, // 17: m3.v1.ExecutionState.update_time:type_name -> google.protobuf.Timestamp
+	21, // 18: m3.v1.ExecutionState.finish_time:type_name -> google.protobuf.Timestamp
 	1,  // 19: m3.v1.OperationResult.operation_kind:type_name -> m3.v1.OperationKind
-	16, // 20: m3.v1.OperationResult.result:type_name -> google.protobuf.Struct
+	19, // 20: m3.v1.OperationResult.result:type_name -> google.protobuf.Struct
 	3,  // 21: m3.v1.ExecutionResult.outcome:type_name -> m3.v1.ExecutionOutcome
 	11, // 22: m3.v1.ExecutionResult.operations:type_name -> m3.v1.OperationResult
-	18, // 23: m3.v1.ExecutionResult.finish_time:type_name -> google.protobuf.Timestamp
-	24, // [24:24] is the sub-list for method output_type
-	24, // [24:24] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	21, // 23: m3.v1.ExecutionResult.finish_time:type_name -> google.protobuf.Timestamp
+	13, // 24: m3.v1.ExecutionResult.agent:type_name -> m3.v1.AgentReport
+	18, // 25: m3.v1.AgentReport.token_usage:type_name -> m3.v1.AgentReport.TokenUsageEntry
+	14, // 26: m3.v1.AgentReport.native_prompts:type_name -> m3.v1.NativePrompt
+	27, // [27:27] is the sub-list for method output_type
+	27, // [27:27] is the sub-list for method input_type
+	27, // [27:27] is the sub-list for extension type_name
+	27, // [27:27] is the sub-list for extension extendee
+	0,  // [0:27] is the sub-list for field type_name
 }
 
 func init() { file_m3_v1_execution_proto_init() }
@@ -1450,7 +1666,7 @@ func file_m3_v1_execution_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_m3_v1_execution_proto_rawDesc), len(file_m3_v1_execution_proto_rawDesc)),
 			NumEnums:      5,
-			NumMessages:   11,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

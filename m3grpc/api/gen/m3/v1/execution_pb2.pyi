@@ -187,17 +187,56 @@ class OperationResult(_message.Message):
     def __init__(self, logical_operation_id: _Optional[str] = ..., server: _Optional[str] = ..., operation_kind: _Optional[_Union[OperationKind, str]] = ..., operation_name: _Optional[str] = ..., ok: _Optional[bool] = ..., result: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., failure_code: _Optional[str] = ..., failure_message: _Optional[str] = ...) -> None: ...
 
 class ExecutionResult(_message.Message):
-    __slots__ = ("execution_id", "outcome", "operations", "failure_code", "failure_message", "finish_time")
+    __slots__ = ("execution_id", "outcome", "operations", "failure_code", "failure_message", "finish_time", "agent")
     EXECUTION_ID_FIELD_NUMBER: _ClassVar[int]
     OUTCOME_FIELD_NUMBER: _ClassVar[int]
     OPERATIONS_FIELD_NUMBER: _ClassVar[int]
     FAILURE_CODE_FIELD_NUMBER: _ClassVar[int]
     FAILURE_MESSAGE_FIELD_NUMBER: _ClassVar[int]
     FINISH_TIME_FIELD_NUMBER: _ClassVar[int]
+    AGENT_FIELD_NUMBER: _ClassVar[int]
     execution_id: str
     outcome: ExecutionOutcome
     operations: _containers.RepeatedCompositeFieldContainer[OperationResult]
     failure_code: str
     failure_message: str
     finish_time: _timestamp_pb2.Timestamp
-    def __init__(self, execution_id: _Optional[str] = ..., outcome: _Optional[_Union[ExecutionOutcome, str]] = ..., operations: _Optional[_Iterable[_Union[OperationResult, _Mapping]]] = ..., failure_code: _Optional[str] = ..., failure_message: _Optional[str] = ..., finish_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    agent: AgentReport
+    def __init__(self, execution_id: _Optional[str] = ..., outcome: _Optional[_Union[ExecutionOutcome, str]] = ..., operations: _Optional[_Iterable[_Union[OperationResult, _Mapping]]] = ..., failure_code: _Optional[str] = ..., failure_message: _Optional[str] = ..., finish_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., agent: _Optional[_Union[AgentReport, _Mapping]] = ...) -> None: ...
+
+class AgentReport(_message.Message):
+    __slots__ = ("harness", "model", "session_id", "turn_id", "turn_status", "final_message", "token_usage", "native_prompts")
+    class TokenUsageEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    HARNESS_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    TURN_ID_FIELD_NUMBER: _ClassVar[int]
+    TURN_STATUS_FIELD_NUMBER: _ClassVar[int]
+    FINAL_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_USAGE_FIELD_NUMBER: _ClassVar[int]
+    NATIVE_PROMPTS_FIELD_NUMBER: _ClassVar[int]
+    harness: str
+    model: str
+    session_id: str
+    turn_id: str
+    turn_status: str
+    final_message: str
+    token_usage: _containers.ScalarMap[str, int]
+    native_prompts: _containers.RepeatedCompositeFieldContainer[NativePrompt]
+    def __init__(self, harness: _Optional[str] = ..., model: _Optional[str] = ..., session_id: _Optional[str] = ..., turn_id: _Optional[str] = ..., turn_status: _Optional[str] = ..., final_message: _Optional[str] = ..., token_usage: _Optional[_Mapping[str, int]] = ..., native_prompts: _Optional[_Iterable[_Union[NativePrompt, _Mapping]]] = ...) -> None: ...
+
+class NativePrompt(_message.Message):
+    __slots__ = ("kind", "allowed", "detail")
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    ALLOWED_FIELD_NUMBER: _ClassVar[int]
+    DETAIL_FIELD_NUMBER: _ClassVar[int]
+    kind: str
+    allowed: bool
+    detail: str
+    def __init__(self, kind: _Optional[str] = ..., allowed: _Optional[bool] = ..., detail: _Optional[str] = ...) -> None: ...

@@ -12,7 +12,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file m3/v1/execution.proto.
  */
 export const file_m3_v1_execution: GenFile = /*@__PURE__*/
-  fileDesc("ChVtMy92MS9leGVjdXRpb24ucHJvdG8SBW0zLnYxIm0KDU9wZXJhdGlvblN0ZXASIgoEa2luZBgBIAEoDjIULm0zLnYxLk9wZXJhdGlvbktpbmQSDAoEbmFtZRgCIAEoCRIqCglhcmd1bWVudHMYAyABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0IjgKD0VsaWNpdGF0aW9uUGxhbhIlCgVydWxlcxgBIAMoCzIWLm0zLnYxLkVsaWNpdGF0aW9uUnVsZSKpAwoPRWxpY2l0YXRpb25SdWxlEhsKDm9wZXJhdGlvbl9uYW1lGAEgASgJSAGIAQESGAoLcmVxdWVzdF9rZXkYAiABKAlIAogBARIdChBtZXNzYWdlX2NvbnRhaW5zGAMgASgJSAOIAQESMQoOYWNjZXB0X2NvbnRlbnQYBCABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0SAASQAoPYWNjZXB0X2RlZmF1bHRzGAUgASgLMiUubTMudjEuRWxpY2l0YXRpb25SdWxlLkFjY2VwdERlZmF1bHRzSAASMQoHZGVjbGluZRgGIAEoCzIeLm0zLnYxLkVsaWNpdGF0aW9uUnVsZS5EZWNsaW5lSAASLwoGY2FuY2VsGAcgASgLMh0ubTMudjEuRWxpY2l0YXRpb25SdWxlLkNhbmNlbEgAGhAKDkFjY2VwdERlZmF1bHRzGgkKB0RlY2xpbmUaCAoGQ2FuY2VsQggKBmFuc3dlckIRCg9fb3BlcmF0aW9uX25hbWVCDgoMX3JlcXVlc3Rfa2V5QhMKEV9tZXNzYWdlX2NvbnRhaW5zIq4CCglBZ2VudFNwZWMSDwoHaGFybmVzcxgBIAEoCRIOCgZtb2RlbHMYAiADKAkSDgoGcHJvbXB0GAMgASgJEg4KBnNlcnZlchgEIAEoCRINCgV0b29scxgFIAMoCRIkCgZzY3JpcHQYBiADKAsyFC5tMy52MS5PcGVyYXRpb25TdGVwEjAKEGVsaWNpdGF0aW9uX3BsYW4YByABKAsyFi5tMy52MS5FbGljaXRhdGlvblBsYW4SMgoRcGVybWlzc2lvbl9wb2xpY3kYCCABKA4yFy5tMy52MS5QZXJtaXNzaW9uUG9saWN5EhMKC3JvdW5kX2xpbWl0GAkgASgFEjAKDXJvdW5kX3RpbWVvdXQYCiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24ijwEKDU9wZXJhdGlvblNwZWMSDgoGc2VydmVyGAEgASgJEicKCW9wZXJhdGlvbhgCIAEoCzIULm0zLnYxLk9wZXJhdGlvblN0ZXASMAoQZWxpY2l0YXRpb25fcGxhbhgDIAEoCzIWLm0zLnYxLkVsaWNpdGF0aW9uUGxhbhITCgtyb3VuZF9saW1pdBgEIAEoBSLoAgoORXhlY3V0aW9uU3RhdGUSFAoMZXhlY3V0aW9uX2lkGAEgASgJEiwKCWxpZmVjeWNsZRgCIAEoDjIZLm0zLnYxLkV4ZWN1dGlvbkxpZmVjeWNsZRIoCgdvdXRjb21lGAMgASgOMhcubTMudjEuRXhlY3V0aW9uT3V0Y29tZRImCgtodW1hbl9pbnB1dBgEIAEoDjIRLm0zLnYxLkh1bWFuSW5wdXQSLwoLY3JlYXRlX3RpbWUYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC3VwZGF0ZV90aW1lGAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIvCgtmaW5pc2hfdGltZRgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFAoMZmFpbHVyZV9jb2RlGAggASgJEhcKD2ZhaWx1cmVfbWVzc2FnZRgJIAEoCSLpAQoPT3BlcmF0aW9uUmVzdWx0EhwKFGxvZ2ljYWxfb3BlcmF0aW9uX2lkGAEgASgJEg4KBnNlcnZlchgCIAEoCRIsCg5vcGVyYXRpb25fa2luZBgDIAEoDjIULm0zLnYxLk9wZXJhdGlvbktpbmQSFgoOb3BlcmF0aW9uX25hbWUYBCABKAkSCgoCb2sYBSABKAgSJwoGcmVzdWx0GAYgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIUCgxmYWlsdXJlX2NvZGUYByABKAkSFwoPZmFpbHVyZV9tZXNzYWdlGAggASgJIt0BCg9FeGVjdXRpb25SZXN1bHQSFAoMZXhlY3V0aW9uX2lkGAEgASgJEigKB291dGNvbWUYAiABKA4yFy5tMy52MS5FeGVjdXRpb25PdXRjb21lEioKCm9wZXJhdGlvbnMYAyADKAsyFi5tMy52MS5PcGVyYXRpb25SZXN1bHQSFAoMZmFpbHVyZV9jb2RlGAQgASgJEhcKD2ZhaWx1cmVfbWVzc2FnZRgFIAEoCRIvCgtmaW5pc2hfdGltZRgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAqWAoKSHVtYW5JbnB1dBIbChdIVU1BTl9JTlBVVF9VTlNQRUNJRklFRBAAEhQKEEhVTUFOX0lOUFVUX0ZBSUwQARIXChNIVU1BTl9JTlBVVF9NQU5BR0VEEAIqgAEKDU9wZXJhdGlvbktpbmQSHgoaT1BFUkFUSU9OX0tJTkRfVU5TUEVDSUZJRUQQABIXChNPUEVSQVRJT05fS0lORF9UT09MEAESGQoVT1BFUkFUSU9OX0tJTkRfUFJPTVBUEAISGwoXT1BFUkFUSU9OX0tJTkRfUkVTT1VSQ0UQAyrHAQoSRXhlY3V0aW9uTGlmZWN5Y2xlEiMKH0VYRUNVVElPTl9MSUZFQ1lDTEVfVU5TUEVDSUZJRUQQABIeChpFWEVDVVRJT05fTElGRUNZQ0xFX1FVRVVFRBABEh8KG0VYRUNVVElPTl9MSUZFQ1lDTEVfUlVOTklORxACEikKJUVYRUNVVElPTl9MSUZFQ1lDTEVfV0FJVElOR19GT1JfSU5QVVQQAxIgChxFWEVDVVRJT05fTElGRUNZQ0xFX0ZJTklTSEVEEAQqlQEKEEV4ZWN1dGlvbk91dGNvbWUSIQodRVhFQ1VUSU9OX09VVENPTUVfVU5TUEVDSUZJRUQQABIfChtFWEVDVVRJT05fT1VUQ09NRV9TVUNDRUVERUQQARIcChhFWEVDVVRJT05fT1VUQ09NRV9GQUlMRUQQAhIfChtFWEVDVVRJT05fT1VUQ09NRV9DQU5DRUxMRUQQAypuChBQZXJtaXNzaW9uUG9saWN5EiEKHVBFUk1JU1NJT05fUE9MSUNZX1VOU1BFQ0lGSUVEEAASGgoWUEVSTUlTU0lPTl9QT0xJQ1lfREVOWRABEhsKF1BFUk1JU1NJT05fUE9MSUNZX0FMTE9XEAJChAEKCWNvbS5tMy52MUIORXhlY3V0aW9uUHJvdG9QAVoyZ2l0aHViLmNvbS9tM2dycGMvbTNncnBjL2NsaWVudHMvZ28vZ2VuL20zL3YxO20zdjGiAgNNWFiqAgVNMy5WMcoCBU0zXFYx4gIRTTNcVjFcR1BCTWV0YWRhdGHqAgZNMzo6VjFiBnByb3RvMw", [file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("ChVtMy92MS9leGVjdXRpb24ucHJvdG8SBW0zLnYxIm0KDU9wZXJhdGlvblN0ZXASIgoEa2luZBgBIAEoDjIULm0zLnYxLk9wZXJhdGlvbktpbmQSDAoEbmFtZRgCIAEoCRIqCglhcmd1bWVudHMYAyABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0IjgKD0VsaWNpdGF0aW9uUGxhbhIlCgVydWxlcxgBIAMoCzIWLm0zLnYxLkVsaWNpdGF0aW9uUnVsZSKpAwoPRWxpY2l0YXRpb25SdWxlEhsKDm9wZXJhdGlvbl9uYW1lGAEgASgJSAGIAQESGAoLcmVxdWVzdF9rZXkYAiABKAlIAogBARIdChBtZXNzYWdlX2NvbnRhaW5zGAMgASgJSAOIAQESMQoOYWNjZXB0X2NvbnRlbnQYBCABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0SAASQAoPYWNjZXB0X2RlZmF1bHRzGAUgASgLMiUubTMudjEuRWxpY2l0YXRpb25SdWxlLkFjY2VwdERlZmF1bHRzSAASMQoHZGVjbGluZRgGIAEoCzIeLm0zLnYxLkVsaWNpdGF0aW9uUnVsZS5EZWNsaW5lSAASLwoGY2FuY2VsGAcgASgLMh0ubTMudjEuRWxpY2l0YXRpb25SdWxlLkNhbmNlbEgAGhAKDkFjY2VwdERlZmF1bHRzGgkKB0RlY2xpbmUaCAoGQ2FuY2VsQggKBmFuc3dlckIRCg9fb3BlcmF0aW9uX25hbWVCDgoMX3JlcXVlc3Rfa2V5QhMKEV9tZXNzYWdlX2NvbnRhaW5zIq4CCglBZ2VudFNwZWMSDwoHaGFybmVzcxgBIAEoCRIOCgZtb2RlbHMYAiADKAkSDgoGcHJvbXB0GAMgASgJEg4KBnNlcnZlchgEIAEoCRINCgV0b29scxgFIAMoCRIkCgZzY3JpcHQYBiADKAsyFC5tMy52MS5PcGVyYXRpb25TdGVwEjAKEGVsaWNpdGF0aW9uX3BsYW4YByABKAsyFi5tMy52MS5FbGljaXRhdGlvblBsYW4SMgoRcGVybWlzc2lvbl9wb2xpY3kYCCABKA4yFy5tMy52MS5QZXJtaXNzaW9uUG9saWN5EhMKC3JvdW5kX2xpbWl0GAkgASgFEjAKDXJvdW5kX3RpbWVvdXQYCiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24ijwEKDU9wZXJhdGlvblNwZWMSDgoGc2VydmVyGAEgASgJEicKCW9wZXJhdGlvbhgCIAEoCzIULm0zLnYxLk9wZXJhdGlvblN0ZXASMAoQZWxpY2l0YXRpb25fcGxhbhgDIAEoCzIWLm0zLnYxLkVsaWNpdGF0aW9uUGxhbhITCgtyb3VuZF9saW1pdBgEIAEoBSLoAgoORXhlY3V0aW9uU3RhdGUSFAoMZXhlY3V0aW9uX2lkGAEgASgJEiwKCWxpZmVjeWNsZRgCIAEoDjIZLm0zLnYxLkV4ZWN1dGlvbkxpZmVjeWNsZRIoCgdvdXRjb21lGAMgASgOMhcubTMudjEuRXhlY3V0aW9uT3V0Y29tZRImCgtodW1hbl9pbnB1dBgEIAEoDjIRLm0zLnYxLkh1bWFuSW5wdXQSLwoLY3JlYXRlX3RpbWUYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC3VwZGF0ZV90aW1lGAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIvCgtmaW5pc2hfdGltZRgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFAoMZmFpbHVyZV9jb2RlGAggASgJEhcKD2ZhaWx1cmVfbWVzc2FnZRgJIAEoCSLpAQoPT3BlcmF0aW9uUmVzdWx0EhwKFGxvZ2ljYWxfb3BlcmF0aW9uX2lkGAEgASgJEg4KBnNlcnZlchgCIAEoCRIsCg5vcGVyYXRpb25fa2luZBgDIAEoDjIULm0zLnYxLk9wZXJhdGlvbktpbmQSFgoOb3BlcmF0aW9uX25hbWUYBCABKAkSCgoCb2sYBSABKAgSJwoGcmVzdWx0GAYgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIUCgxmYWlsdXJlX2NvZGUYByABKAkSFwoPZmFpbHVyZV9tZXNzYWdlGAggASgJIoACCg9FeGVjdXRpb25SZXN1bHQSFAoMZXhlY3V0aW9uX2lkGAEgASgJEigKB291dGNvbWUYAiABKA4yFy5tMy52MS5FeGVjdXRpb25PdXRjb21lEioKCm9wZXJhdGlvbnMYAyADKAsyFi5tMy52MS5PcGVyYXRpb25SZXN1bHQSFAoMZmFpbHVyZV9jb2RlGAQgASgJEhcKD2ZhaWx1cmVfbWVzc2FnZRgFIAEoCRIvCgtmaW5pc2hfdGltZRgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASIQoFYWdlbnQYByABKAsyEi5tMy52MS5BZ2VudFJlcG9ydCKXAgoLQWdlbnRSZXBvcnQSDwoHaGFybmVzcxgBIAEoCRINCgVtb2RlbBgCIAEoCRISCgpzZXNzaW9uX2lkGAMgASgJEg8KB3R1cm5faWQYBCABKAkSEwoLdHVybl9zdGF0dXMYBSABKAkSFQoNZmluYWxfbWVzc2FnZRgGIAEoCRI3Cgt0b2tlbl91c2FnZRgHIAMoCzIiLm0zLnYxLkFnZW50UmVwb3J0LlRva2VuVXNhZ2VFbnRyeRIrCg5uYXRpdmVfcHJvbXB0cxgIIAMoCzITLm0zLnYxLk5hdGl2ZVByb21wdBoxCg9Ub2tlblVzYWdlRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgDOgI4ASI9CgxOYXRpdmVQcm9tcHQSDAoEa2luZBgBIAEoCRIPCgdhbGxvd2VkGAIgASgIEg4KBmRldGFpbBgDIAEoCSpYCgpIdW1hbklucHV0EhsKF0hVTUFOX0lOUFVUX1VOU1BFQ0lGSUVEEAASFAoQSFVNQU5fSU5QVVRfRkFJTBABEhcKE0hVTUFOX0lOUFVUX01BTkFHRUQQAiqAAQoNT3BlcmF0aW9uS2luZBIeChpPUEVSQVRJT05fS0lORF9VTlNQRUNJRklFRBAAEhcKE09QRVJBVElPTl9LSU5EX1RPT0wQARIZChVPUEVSQVRJT05fS0lORF9QUk9NUFQQAhIbChdPUEVSQVRJT05fS0lORF9SRVNPVVJDRRADKscBChJFeGVjdXRpb25MaWZlY3ljbGUSIwofRVhFQ1VUSU9OX0xJRkVDWUNMRV9VTlNQRUNJRklFRBAAEh4KGkVYRUNVVElPTl9MSUZFQ1lDTEVfUVVFVUVEEAESHwobRVhFQ1VUSU9OX0xJRkVDWUNMRV9SVU5OSU5HEAISKQolRVhFQ1VUSU9OX0xJRkVDWUNMRV9XQUlUSU5HX0ZPUl9JTlBVVBADEiAKHEVYRUNVVElPTl9MSUZFQ1lDTEVfRklOSVNIRUQQBCqVAQoQRXhlY3V0aW9uT3V0Y29tZRIhCh1FWEVDVVRJT05fT1VUQ09NRV9VTlNQRUNJRklFRBAAEh8KG0VYRUNVVElPTl9PVVRDT01FX1NVQ0NFRURFRBABEhwKGEVYRUNVVElPTl9PVVRDT01FX0ZBSUxFRBACEh8KG0VYRUNVVElPTl9PVVRDT01FX0NBTkNFTExFRBADKm4KEFBlcm1pc3Npb25Qb2xpY3kSIQodUEVSTUlTU0lPTl9QT0xJQ1lfVU5TUEVDSUZJRUQQABIaChZQRVJNSVNTSU9OX1BPTElDWV9ERU5ZEAESGwoXUEVSTUlTU0lPTl9QT0xJQ1lfQUxMT1cQAkKEAQoJY29tLm0zLnYxQg5FeGVjdXRpb25Qcm90b1ABWjJnaXRodWIuY29tL20zZ3JwYy9tM2dycGMvY2xpZW50cy9nby9nZW4vbTMvdjE7bTN2MaICA01YWKoCBU0zLlYxygIFTTNcVjHiAhFNM1xWMVxHUEJNZXRhZGF0YeoCBk0zOjpWMWIGcHJvdG8z", [file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * One MCP operation to perform.
@@ -558,6 +558,14 @@ export type ExecutionResult = Message<"m3.v1.ExecutionResult"> & {
    * @generated from field: google.protobuf.Timestamp finish_time = 6;
    */
   finishTime?: Timestamp | undefined;
+
+  /**
+   * Output only. What an agent harness (e.g. `codex`) reported about its run;
+   * unset for the `scripted` harness.
+   *
+   * @generated from field: m3.v1.AgentReport agent = 7;
+   */
+  agent?: AgentReport | undefined;
 };
 
 /**
@@ -566,6 +574,118 @@ export type ExecutionResult = Message<"m3.v1.ExecutionResult"> & {
  */
 export const ExecutionResultSchema: GenMessage<ExecutionResult> = /*@__PURE__*/
   messageDesc(file_m3_v1_execution, 7);
+
+/**
+ * What an agent harness reported about its run.
+ *
+ * @generated from message m3.v1.AgentReport
+ */
+export type AgentReport = Message<"m3.v1.AgentReport"> & {
+  /**
+   * Output only. The harness, e.g. `codex`.
+   *
+   * @generated from field: string harness = 1;
+   */
+  harness: string;
+
+  /**
+   * Output only. The model the agent used; empty when the harness chose its
+   * default.
+   *
+   * @generated from field: string model = 2;
+   */
+  model: string;
+
+  /**
+   * Output only. The agent's session (Codex: the thread ID).
+   *
+   * @generated from field: string session_id = 3;
+   */
+  sessionId: string;
+
+  /**
+   * Output only. The agent's turn ID.
+   *
+   * @generated from field: string turn_id = 4;
+   */
+  turnId: string;
+
+  /**
+   * Output only. How the turn ended as the agent says (Codex: `completed`,
+   * `interrupted` or `failed`); empty when it never ended.
+   *
+   * @generated from field: string turn_status = 5;
+   */
+  turnStatus: string;
+
+  /**
+   * Output only. The agent's final message; empty when it wrote none.
+   *
+   * @generated from field: string final_message = 6;
+   */
+  finalMessage: string;
+
+  /**
+   * Output only. Token counts as the agent reported them (e.g.
+   * `input_tokens`, `output_tokens`, `total_tokens`); empty when not reported.
+   *
+   * @generated from field: map<string, int64> token_usage = 7;
+   */
+  tokenUsage: { [key: string]: bigint };
+
+  /**
+   * Output only. The agent's native permission prompts and how the
+   * execution's permission policy answered them, in order.
+   *
+   * @generated from field: repeated m3.v1.NativePrompt native_prompts = 8;
+   */
+  nativePrompts: NativePrompt[];
+};
+
+/**
+ * Describes the message m3.v1.AgentReport.
+ * Use `create(AgentReportSchema)` to create a new message.
+ */
+export const AgentReportSchema: GenMessage<AgentReport> = /*@__PURE__*/
+  messageDesc(file_m3_v1_execution, 8);
+
+/**
+ * A native permission prompt of an agent and how M3 answered it.
+ *
+ * @generated from message m3.v1.NativePrompt
+ */
+export type NativePrompt = Message<"m3.v1.NativePrompt"> & {
+  /**
+   * Output only. What the agent asked to do: `command_execution`,
+   * `file_change`, `permissions`, `user_input`, or `mcp_tool_call` (a tool
+   * call when the spec selects no tools).
+   *
+   * @generated from field: string kind = 1;
+   */
+  kind: string;
+
+  /**
+   * Output only. Whether the prompt was allowed.
+   *
+   * @generated from field: bool allowed = 2;
+   */
+  allowed: boolean;
+
+  /**
+   * Output only. What the prompt was about (e.g. the command); empty when
+   * the agent gave nothing.
+   *
+   * @generated from field: string detail = 3;
+   */
+  detail: string;
+};
+
+/**
+ * Describes the message m3.v1.NativePrompt.
+ * Use `create(NativePromptSchema)` to create a new message.
+ */
+export const NativePromptSchema: GenMessage<NativePrompt> = /*@__PURE__*/
+  messageDesc(file_m3_v1_execution, 9);
 
 /**
  * What happens when an MCP server asks for user input (an MCP elicitation)

@@ -1,0 +1,388 @@
+"""The `codex` harness end to end: the real `codex app-server` (npm @openai/codex, installed by
+scripts/setup-codex.sh), real MCP servers over stdio, real SQLite. The only stand-in is the
+hosted LLM: `m3grpc.devtools.fake_model.FakeModel`, a loopback Responses API server.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from m3grpc import ElicitationResponse, MCPTestKit, StdioServer
+from m3grpc.devtools.fake_model import (
+    FAKE_API_KEY,
+    FAKE_MODEL_NAME,
+    CallTool,
+    Fail,
+    FakeModel,
+    RunCommand,
+    offered_tools,
+)
+from m3grpc.harness import HarnessTask
+from m3grpc.harness.codex import CodexHarness, CodexSettings, codex_config
+from m3grpc.servers import HttpServer
+from m3grpc.storage import SQLiteExecutionStore
+from m3grpc.types import ExecutionOutcome, ManagedInputStatus
+from tests.runtime.conftest import eventually, mcp_server, wait_pending
+from tests.support.codex import codex_binary, codex_processes, homes_of
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE_SERVER = ROOT / "examples" / "shipping_server.py"
+DOCS_PROGRAM = Path(__file__).with_name("docs_codex_program.py")
+# shared/ sits beside the checkout (CI, /work/main) or one level up (/work/wt/<name>).
+SPECS = [
+    base / "shared" / "spec" / "managed-elicitation-input.txt"
+    for base in (ROOT.parent, ROOT.parent.parent)
+]
+KEY_VAR = "M3_FAKE_MODEL_KEY"
+ADDRESS = {"street": "1 Main Street", "city": "Pune"}
+PROMPT = "Ask for the delivery address, then book the shipment."
+
+
+@pytest.fixture(scope="session")
+def codex_bin() -> str:
+    return codex_binary()
+
+
+@pytest.fixture
+def model() -> Iterator[FakeModel]:
+    with FakeModel() as fake:
+        yield fake
+
+
+@pytest.fixture
+def settings(codex_bin: str, model: FakeModel) -> CodexSettings:
+    return CodexSettings(
+        binary=codex_bin, base_url=model.base_url, env_key=KEY_VAR, env={KEY_VAR: FAKE_API_KEY}
+    )
+
+
+@pytest.fixture
+def kit(tmp_path: Path, settings: CodexSettings) -> Iterator[MCPTestKit]:
+    store = SQLiteExecutionStore(tmp_path / "executions.sqlite")
+    try:
+        with MCPTestKit(
+            store=store, env={}, poll_interval=0.2, harnesses={"codex": CodexHarness(settings)}
+        ) as kit:
+            yield kit
+    finally:
+        store.close()
+
+
+def example_server() -> StdioServer:
+    return StdioServer(
+        name="shipping", command=sys.executable, args=[str(EXAMPLE_SERVER)], protocol="legacy"
+    )
+
+
+def assert_nothing_left(codex_bin: str) -> None:
+    assert codex_processes(codex_bin) == []
+    assert homes_of(os.getpid()) == []
+
+
+def submit(kit: MCPTestKit, server: StdioServer, **options: Any) -> Any:
+    agent = kit.agents([{"harness": "codex", "models": [FAKE_MODEL_NAME]}])[0]
+    options.setdefault("tools", ["shipping:book_shipment"])
+    options.setdefault("human_input", "managed")
+    return agent.submit(PROMPT, server=server, **options)
+
+
+def answer(handle: Any, response: ElicitationResponse) -> Any:
+    pending = wait_pending(handle, timeout=120)
+    handle.respond_elicitation(
+        pending.round_id,
+        {"shipping_address": response},
+        idempotency_key=f"answer-{pending.round_id}",
+    )
+    return pending
+
+
+# -- the documented program ---------------------------------------------------------------
+
+
+def test_documented_program_runs_verbatim(tmp_path: Path, codex_bin: str, model: FakeModel) -> None:
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "M3_DOCS_CODEX_MODEL": FAKE_MODEL_NAME,
+        "M3_CODEX_BIN": codex_bin,
+        "M3_CODEX_BASE_URL": model.base_url,
+        "M3_CODEX_ENV_KEY": KEY_VAR,
+        KEY_VAR: FAKE_API_KEY,
+    }
+    run = subprocess.run(
+        [sys.executable, str(DOCS_PROGRAM)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stderr
+    report = json.loads(run.stdout.strip().splitlines()[-1])
+    round, result = report["round"], report["result"]
+    assert round["operation_kind"] == "tool"
+    assert (round["server"], round["operation_name"]) == ("shipping", "book_shipment")
+    assert list(round["requests"]) == ["shipping_address"]
+    assert round["requests"]["shipping_address"]["message"] == "Where should the shipment go?"
+    assert result["outcome"] == "succeeded"
+    text = result["operations"][0]["result"]["content"][0]["text"]
+    assert text == "booked shipment to 1 Main Street, Pune"
+    assert result["agent"]["final_message"] == "Done: booked shipment to 1 Main Street, Pune"
+    assert codex_processes(codex_bin) == []
+    # The model was offered the bound server's tool through Codex.
+    assert "mcp__shipping/book_shipment" in offered_tools(model.requests[0])
+
+
+def test_docs_program_is_the_documented_one() -> None:
+    spec = next((path for path in SPECS if path.is_file()), None)
+    if spec is None:
+        pytest.skip("the product documentation is not beside this checkout")
+    text = spec.read_text(encoding="utf-8")
+    start = text.index("import os\nimport time")
+    end = text.index("    store.close()\n", start) + len("    store.close()\n")
+    documented = text[start:end]
+    ours = DOCS_PROGRAM.read_text(encoding="utf-8")
+    ours = ours.split("# fmt: off\n", 1)[1].split("# fmt: on\n", 1)[0]
+    ours = ours.replace("from m3grpc", "from m3").replace(
+        "shipping_server = binding()  # (test binding; see the module docstring)\n", ""
+    )
+    assert ours == documented
+
+
+# -- managed rounds ---------------------------------------------------------------------------
+
+
+def test_managed_round_through_codex(kit: MCPTestKit, codex_bin: str) -> None:
+    handle = submit(kit, example_server())
+    pending = answer(handle, ElicitationResponse(action="accept", content=ADDRESS))
+    result = handle.result(timeout=120)
+
+    assert result.outcome is ExecutionOutcome.SUCCEEDED, result
+    assert pending.operation_kind == "tool"
+    assert (pending.server, pending.operation_name) == ("shipping", "book_shipment")
+    request = pending.requests["shipping_address"]
+    assert request.mode == "form"
+    assert request.meta == {"m3/request_key": "shipping_address"}
+    assert set(request.requested_schema["properties"]) == {"street", "city"}
+    [operation] = result.operations
+    assert operation.ok and operation.operation_name == "book_shipment"
+    assert operation.result is not None
+    assert operation.result["content"][0]["text"] == "booked shipment to 1 Main Street, Pune"
+    agent = result.agent
+    assert agent is not None and agent.harness == "codex" and agent.model == FAKE_MODEL_NAME
+    assert agent.final_message == "Done: booked shipment to 1 Main Street, Pune"
+    assert agent.turn_status == "completed"
+    assert agent.token_usage is not None and agent.token_usage["total_tokens"] > 0
+    # The stored round keeps the harness session and turn metadata.
+    record = kit.store.managed_input_store.get_round(pending.round_id)
+    assert record.status is ManagedInputStatus.RESOLVED
+    assert record.harness_session_id == agent.session_id
+    assert record.turn_metadata is not None
+    assert record.turn_metadata["turn_id"] == agent.turn_id
+    assert record.harness_resume_token is None
+    assert_nothing_left(codex_bin)
+
+
+@pytest.mark.parametrize("action", ["decline", "cancel"])
+def test_decline_and_cancel_answers_reach_the_server(
+    kit: MCPTestKit, codex_bin: str, action: str
+) -> None:
+    handle = submit(kit, example_server())
+    answer(handle, ElicitationResponse(action=action))  # type: ignore[arg-type]
+    result = handle.result(timeout=120)
+    assert result.outcome is ExecutionOutcome.SUCCEEDED
+    assert result.agent is not None
+    assert result.agent.final_message == f"Done: shipment not booked: {action}"
+    assert_nothing_left(codex_bin)
+
+
+def test_fail_mode_answers_from_the_plan(kit: MCPTestKit) -> None:
+    plan = {"rules": [{"request_key": "shipping_address", "action": "accept", "content": ADDRESS}]}
+    handle = submit(kit, example_server(), human_input="fail", elicitation_plan=plan)
+    result = handle.result(timeout=120)
+    assert result.outcome is ExecutionOutcome.SUCCEEDED, result
+    assert result.agent is not None
+    assert result.agent.final_message == "Done: booked shipment to 1 Main Street, Pune"
+
+
+def test_fail_mode_without_a_rule_fails_the_execution(kit: MCPTestKit, codex_bin: str) -> None:
+    handle = submit(kit, example_server(), human_input="fail")
+    result = handle.result(timeout=120)
+    assert result.outcome is ExecutionOutcome.FAILED
+    assert result.failure_code == "elicitation_not_answered"
+    assert_nothing_left(codex_bin)
+
+
+# -- tool selection and native prompts --------------------------------------------------------
+
+
+def test_unselected_tool_is_refused(kit: MCPTestKit, model: FakeModel, codex_bin: str) -> None:
+    model.queue(CallTool("shipping", "book_shipment"))
+    handle = submit(kit, mcp_server("shipping"), tools=["shipping:quote"])
+    result = handle.result(timeout=120)
+    assert result.outcome is ExecutionOutcome.FAILED
+    assert result.failure_code == "tool_not_selected"
+    [operation] = result.operations
+    assert operation.operation_name == "book_shipment" and not operation.ok
+    # The tool never ran: it would have asked for an address.
+    assert kit.store.managed_input_store.list_rounds(execution_id=handle.execution_id) == []
+    assert_nothing_left(codex_bin)
+
+
+@pytest.mark.parametrize("policy", ["allow", "deny"])
+def test_permission_policy_answers_native_prompts(
+    kit: MCPTestKit, model: FakeModel, policy: str
+) -> None:
+    model.queue(RunCommand("echo m3-ran-the-command"))
+    handle = submit(kit, example_server(), permission_policy={"default": policy})
+    result = handle.result(timeout=120)
+    assert result.outcome is ExecutionOutcome.SUCCEEDED, result
+    agent = result.agent
+    assert agent is not None
+    [prompt] = agent.native_prompts
+    assert prompt.kind == "command_execution"
+    assert prompt.decision == policy
+    assert ("m3-ran-the-command" in (agent.final_message or "")) is (policy == "allow")
+
+
+# -- lifecycle ------------------------------------------------------------------------------
+
+
+def test_cancel_while_pending_stops_codex(kit: MCPTestKit, codex_bin: str) -> None:
+    handle = submit(kit, example_server())
+    pending = wait_pending(handle, timeout=120)
+    assert codex_processes(codex_bin) != []
+    handle.cancel()
+    result = handle.result(timeout=120)
+    assert result.outcome is ExecutionOutcome.CANCELLED
+    record = kit.store.managed_input_store.get_round(pending.round_id)
+    assert record.status is ManagedInputStatus.FAILED and record.failure_code == "cancelled"
+    assert_nothing_left(codex_bin)
+
+
+def test_round_deadline_ends_the_turn(kit: MCPTestKit, codex_bin: str) -> None:
+    handle = submit(kit, example_server(), round_timeout_seconds=1.0)
+    pending = wait_pending(handle, timeout=120)
+    result = handle.result(timeout=120)
+    assert result.outcome is ExecutionOutcome.FAILED
+    assert result.failure_code == "operation_timeout"
+    record = kit.store.managed_input_store.get_round(pending.round_id)
+    assert record.status is ManagedInputStatus.FAILED
+    assert record.failure_code == "operation_timeout"
+    assert_nothing_left(codex_bin)
+
+
+def test_titled_form_schema_is_cancelled_by_codex_itself(kit: MCPTestKit, model: FakeModel) -> None:
+    """Codex 0.171 refuses a form schema with a top-level title (tests/mcp_servers/shipping.py
+    sends the SDK's titled schema) and answers cancel without forwarding it: no round."""
+    model.queue(CallTool("shipping", "book_shipment"))
+    handle = submit(kit, mcp_server("shipping"))
+    result = handle.result(timeout=120)
+    assert result.outcome is ExecutionOutcome.SUCCEEDED, result.model_dump_json()
+    assert result.operations[0].result is not None
+    text = result.operations[0].result["content"][0]["text"]
+    assert text == "shipment not booked: cancelled"
+    assert kit.store.managed_input_store.list_rounds(execution_id=handle.execution_id) == []
+
+
+def test_url_elicitation_becomes_a_round(kit: MCPTestKit, codex_bin: str) -> None:
+    handle = submit(kit, mcp_server("payment"), tools=["payment:authorize_payment"])
+    pending = wait_pending(handle, timeout=120)
+    [(key, request)] = pending.requests.items()
+    assert key == "payment-authorization"
+    assert request.mode == "url"
+    assert request.url == "https://pay.example.test/authorize"
+    assert pending.operation_name == "authorize_payment"
+    handle.respond_elicitation(
+        pending.round_id,
+        {key: ElicitationResponse(action="accept")},
+        idempotency_key=f"consent-{pending.round_id}",
+    )
+    result = handle.result(timeout=120)
+    assert result.outcome is ExecutionOutcome.SUCCEEDED, result
+    assert result.agent is not None
+    assert result.agent.final_message == "Done: payment authorized: 10.0"
+    assert_nothing_left(codex_bin)
+
+
+def test_two_tool_calls_are_two_operations(kit: MCPTestKit, model: FakeModel) -> None:
+    model.queue(CallTool("shipping", "book_shipment"), CallTool("shipping", "book_shipment"))
+    handle = submit(kit, example_server())
+    first = answer(handle, ElicitationResponse(action="accept", content=ADDRESS))
+    second = eventually(
+        lambda: next(
+            (p for p in [handle.pending_elicitation()] if p and p.round_id != first.round_id),
+            None,
+        ),
+        timeout=120,
+    )
+    handle.respond_elicitation(
+        second.round_id,
+        {"shipping_address": ElicitationResponse(action="decline")},
+        idempotency_key=f"second-{second.round_id}",
+    )
+    result = handle.result(timeout=120)
+    assert result.outcome is ExecutionOutcome.SUCCEEDED, result
+    assert [op.logical_operation_id for op in result.operations] == ["op-0", "op-1"]
+    assert (first.logical_operation_id, second.logical_operation_id) == ("op-0", "op-1")
+    texts = [op.result["content"][0]["text"] for op in result.operations if op.result]
+    assert texts == ["booked shipment to 1 Main Street, Pune", "shipment not booked: decline"]
+    for round_id in (first.round_id, second.round_id):
+        record = kit.store.managed_input_store.get_round(round_id)
+        assert record.status is ManagedInputStatus.RESOLVED
+
+
+def test_model_error_fails_the_turn(kit: MCPTestKit, model: FakeModel, codex_bin: str) -> None:
+    # A 400 is not retried (a 5xx would be, five times).
+    model.queue(Fail(400, "the fake model refuses"))
+    handle = submit(kit, example_server())
+    result = handle.result(timeout=120)
+    assert result.outcome is ExecutionOutcome.FAILED
+    assert result.failure_code == "agent_turn_failed"
+    assert result.agent is not None and result.agent.turn_status == "failed"
+    assert_nothing_left(codex_bin)
+
+
+def test_generated_config_for_an_http_binding_passes_strict_config(
+    tmp_path: Path, codex_bin: str
+) -> None:
+    """The Streamable HTTP form of the MCP server table (url, http_headers) is one that
+    `--strict-config` accepts (it rejects unknown keys)."""
+    task = HarnessTask(
+        execution_id="exe_config",
+        prompt="p",
+        server=HttpServer(name="remote", url="http://127.0.0.1:9/mcp", headers={"X-Key": "v"}),
+        tools=["remote:tool"],
+    )
+    settings = CodexSettings(base_url="http://127.0.0.1:9/v1", env_key=KEY_VAR)
+    (tmp_path / "config.toml").write_text(codex_config(task, settings, FAKE_MODEL_NAME))
+    initialize = {"id": 1, "method": "initialize", "params": {"clientInfo": {"name": "t"}}}
+    run = subprocess.run(
+        [codex_bin, "app-server", "--strict-config"],
+        input=json.dumps(initialize) + "\n",
+        env={"CODEX_HOME": str(tmp_path), "PATH": os.environ["PATH"], KEY_VAR: "k"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert run.returncode == 0, run.stderr
+    assert "unknown configuration field" not in run.stderr
+
+
+def test_without_a_selection_the_policy_answers_tool_calls(kit: MCPTestKit) -> None:
+    handle = submit(kit, example_server(), tools=[], permission_policy={"default": "allow"})
+    answer(handle, ElicitationResponse(action="accept", content=ADDRESS))
+    result = handle.result(timeout=120)
+    assert result.outcome is ExecutionOutcome.SUCCEEDED, result
+    assert result.agent is not None
+    [prompt] = result.agent.native_prompts
+    assert (prompt.kind, prompt.decision) == ("mcp_tool_call", "allow")
+    assert prompt.detail == "shipping:book_shipment"
