@@ -9,10 +9,14 @@ from m3grpc.api.guard import Context
 from m3grpc.api.redaction import elicitation_round_message
 from m3grpc.errors import FieldViolation, ManagedInputValidationError
 from m3grpc.runtime import Runtime
+from m3grpc.runtime.limits import MAX_ID_CHARS, clip
 from m3grpc.types import ManagedInputStatus
 
 DEFAULT_PAGE_SIZE = 50
 MAX_PAGE_SIZE = 1000
+# A ListRounds page ends early rather than grow past this many bytes, so a reply
+# always fits in gRPC's default 4 MB message limit (next_page_token continues).
+MAX_PAGE_BYTES = 3_000_000
 
 
 class ElicitationService(elicitation_service_pb2_grpc.ElicitationServiceServicer):
@@ -25,6 +29,8 @@ class ElicitationService(elicitation_service_pb2_grpc.ElicitationServiceServicer
     ) -> pb.GetPendingResponse:
         if not request.execution_id:
             raise _invalid("execution_id", "must be a non-empty string")
+        if len(request.execution_id) > MAX_ID_CHARS:
+            raise _invalid("execution_id", f"must be at most {MAX_ID_CHARS} characters")
         record = await self._runtime.pending_round(request.execution_id)
         if record is None:
             return pb.GetPendingResponse()
@@ -40,7 +46,8 @@ class ElicitationService(elicitation_service_pb2_grpc.ElicitationServiceServicer
             )
         except ManagedInputValidationError as error:
             if request.round_id and "round_id" not in error.metadata:
-                error.metadata["round_id"] = request.round_id  # documented metadata
+                # Documented metadata; never an unbounded echo of the input.
+                error.metadata["round_id"] = clip(request.round_id)
             raise
         record = submission.record
         return pb.RespondResponse(
@@ -67,6 +74,8 @@ class ElicitationService(elicitation_service_pb2_grpc.ElicitationServiceServicer
             if value is None:
                 raise _invalid(f"statuses[{index}]", "must be a known status")
             statuses.append(ManagedInputStatus(value))
+        if len(request.execution_id) > MAX_ID_CHARS:
+            raise _invalid("execution_id", f"must be at most {MAX_ID_CHARS} characters")
         filters = tokens.filter_digest(request.execution_id, [s.value for s in statuses])
         after = tokens.read_page_token(request.page_token, filters) if request.page_token else None
         records = await self._runtime.list_rounds(
@@ -76,10 +85,16 @@ class ElicitationService(elicitation_service_pb2_grpc.ElicitationServiceServicer
             limit=size + 1,  # one more tells whether another page exists
         )
         page = records[:size]
-        response = pb.ListRoundsResponse(
-            rounds=[elicitation_round_message(record) for record in page]
-        )
-        if len(records) > size:
+        response = pb.ListRoundsResponse()
+        used = 0
+        for index, record in enumerate(page):
+            message = elicitation_round_message(record)
+            used += message.ByteSize() + 8  # field tag and length
+            if index and used > MAX_PAGE_BYTES:
+                page = page[:index]  # the rest comes with the next page
+                break
+            response.rounds.append(message)
+        if len(records) > len(page):
             last = page[-1]
             response.next_page_token = tokens.page_token(
                 (last.pending.created_at, last.round_id), filters

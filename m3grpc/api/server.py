@@ -76,9 +76,13 @@ class RunningService:
 
 
 async def start_service(config: ServiceConfig, *, listen: str | None = None) -> RunningService:
+    limits = config.runtime_limits()
     store = SqlExecutionStore(config.database)
     runtime = Runtime(
-        store, settings=config.workers.settings(), queue_capacity=config.workers.queue_capacity
+        store,
+        settings=config.workers.settings(),
+        queue_capacity=config.workers.queue_capacity,
+        limits=limits,
     )
     await runtime.start()
     shutdown = asyncio.Event()

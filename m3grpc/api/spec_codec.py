@@ -15,6 +15,7 @@ from typing import Any, cast
 from m3grpc.api import convert
 from m3grpc.api.gen.m3.v1 import execution_pb2, execution_service_pb2
 from m3grpc.errors import FieldViolation, ModelValidationError, ServerBindingNotFoundError
+from m3grpc.runtime.limits import clip
 from m3grpc.servers import ServerBinding
 from m3grpc.specs import AgentSpec, ElicitationPlan, OperationSpec, PlanRule, ScriptStep
 from m3grpc.types import HumanInput
@@ -48,7 +49,7 @@ def submission(
     binding = bindings.get(name)
     if binding is None:
         raise ServerBindingNotFoundError(
-            f"no server binding named {name!r} is configured", metadata={"server": name}
+            f"no server binding named {clip(name)} is configured", metadata={"server": clip(name)}
         )
     document["server"] = binding.model_dump(mode="json")
     return document, cast(HumanInput, human_input)
@@ -154,6 +155,8 @@ _INDEX = re.compile(r"\.(\d+)(?=\.|$)")
 def request_path(field: str, kind: str) -> str:
     """A model field path (`tools[0]`, `agent.script.0.name`) as a request path."""
     field = _INDEX.sub(r"[\1]", field)
+    if field == "request_id":  # a field of the SubmitRequest itself
+        return field
     if field in ("human_input", "spec") or field.split(".")[0].split("[")[0] in (kind,):
         return field
     return f"{kind}.{field}"

@@ -32,6 +32,13 @@ PreconditionFailure has one violation: type = the reason, subject = the round
 ID (else the execution ID), description = the message. RetryInfo.retry_delay
 is the error's `retry_after_seconds`. An unexpected exception is logged with
 its traceback on the server; the client gets only "internal error".
+
+The status travels in the response trailers, which fail the whole call (no
+ErrorInfo, RESOURCE_EXHAUSTED on the client) past a few KiB. So every text is
+bounded here, whatever the error carries: the message to 300 characters,
+metadata values to 80 (at most 16 keys), at most 10 field violations with
+fields to 160 and descriptions to 240 characters. A cut text ends with
+`...(N chars)`.
 """  # noqa: E501
 
 from __future__ import annotations
@@ -61,8 +68,15 @@ from m3grpc.errors import (
     ServerBindingNotFoundError,
     WorkQueueFullError,
 )
+from m3grpc.runtime.limits import ECHO_CHARS, clip
 
 log = logging.getLogger(__name__)
+
+_MESSAGE_CHARS = 300
+_METADATA_KEYS = 16
+_VIOLATIONS = 10
+_FIELD_CHARS = 160
+_DESCRIPTION_CHARS = 240
 
 INTERNAL_REASON = "INTERNAL"
 SHUTTING_DOWN_REASON = "SERVICE_SHUTTING_DOWN"
@@ -112,13 +126,15 @@ def status_for(error: BaseException) -> status_pb2.Status:
     code = code_for(error) if isinstance(error, M3Error) else None
     if code is None or not isinstance(error, M3Error):
         return internal_status()
+    metadata = {
+        clip(key, ECHO_CHARS): clip(value, ECHO_CHARS)
+        for key, value in list(error.metadata.items())[:_METADATA_KEYS]
+    }
     details: list[message.Message] = [
-        error_details_pb2.ErrorInfo(
-            reason=error.reason, domain=ERROR_DOMAIN, metadata=dict(error.metadata)
-        )
+        error_details_pb2.ErrorInfo(reason=error.reason, domain=ERROR_DOMAIN, metadata=metadata)
     ]
     details.extend(_extra_details(error))
-    return _status(code, error.message, details)
+    return _status(code, clip(error.message, _MESSAGE_CHARS), details)
 
 
 def internal_status() -> status_pb2.Status:
@@ -138,25 +154,29 @@ def shutting_down_status() -> status_pb2.Status:
 
 
 def _extra_details(error: M3Error) -> list[message.Message]:
+    text = clip(error.message, _MESSAGE_CHARS)
     if isinstance(error, ModelValidationError | ManagedInputValidationError):
-        return [
-            error_details_pb2.BadRequest(
-                field_violations=[
-                    error_details_pb2.BadRequest.FieldViolation(
-                        field=violation.field, description=violation.description
-                    )
-                    for violation in error.field_violations
-                ]
+        violations = [
+            error_details_pb2.BadRequest.FieldViolation(
+                field=clip(violation.field, _FIELD_CHARS),
+                description=clip(violation.description, _DESCRIPTION_CHARS),
             )
+            for violation in error.field_violations[:_VIOLATIONS]
         ]
+        if len(error.field_violations) > _VIOLATIONS:
+            more = len(error.field_violations) - _VIOLATIONS
+            violations[-1].description = clip(
+                f"{violations[-1].description} (and {more} more violations)", _DESCRIPTION_CHARS
+            )
+        return [error_details_pb2.BadRequest(field_violations=violations)]
     for cls in type(error).__mro__:
         resource = _RESOURCES.get(cls)
         if resource is not None:
             return [
                 error_details_pb2.ResourceInfo(
                     resource_type=resource.type,
-                    resource_name=error.metadata.get(resource.metadata_key, ""),
-                    description=error.message,
+                    resource_name=clip(error.metadata.get(resource.metadata_key, "")),
+                    description=text,
                 )
             ]
     if isinstance(error, ManagedInputStateError | ManagedInputRecoveryError):
@@ -165,7 +185,7 @@ def _extra_details(error: M3Error) -> list[message.Message]:
             error_details_pb2.PreconditionFailure(
                 violations=[
                     error_details_pb2.PreconditionFailure.Violation(
-                        type=error.reason, subject=subject, description=error.message
+                        type=error.reason, subject=clip(subject), description=text
                     )
                 ]
             )

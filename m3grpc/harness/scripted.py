@@ -46,6 +46,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping
+from collections.abc import Set as AbstractSet
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from typing import Any
@@ -204,6 +205,8 @@ class _Run:
 
     async def execute(self) -> list[OperationResult]:
         selected = self._task.selected_tools()
+        # A set for the per-step check: the selection may be long.
+        selected_set = frozenset(selected)
         if self._task.script is None:
             plan = [
                 _Planned(OperationStep("tool", name), schema_defaults=True) for name in selected
@@ -216,7 +219,7 @@ class _Run:
         # stopped) however this block exits, cancellation included.
         async with AsyncExitStack() as stack:
             for index, planned in enumerate(plan):
-                outcome = await self._run_one(stack, index, planned, selected)
+                outcome = await self._run_one(stack, index, planned, selected_set)
                 if outcome.result is not None:
                     results.append(outcome.result)
                     await self._report_finished(outcome.result)
@@ -245,7 +248,7 @@ class _Run:
         )
 
     async def _run_one(
-        self, stack: AsyncExitStack, index: int, planned: _Planned, selected: list[str]
+        self, stack: AsyncExitStack, index: int, planned: _Planned, selected: AbstractSet[str]
     ) -> _Outcome:
         step = planned.step
         ref = self._ref(index, step, step.arguments)
