@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from m3grpc.api import convert, guard, messages, tokens
 from m3grpc.api.gen.m3.v1 import elicitation_service_pb2 as pb
 from m3grpc.api.gen.m3.v1 import elicitation_service_pb2_grpc
@@ -17,6 +19,7 @@ MAX_PAGE_SIZE = 1000
 # A ListRounds page ends early rather than grow past this many bytes, so a reply
 # always fits in gRPC's default 4 MB message limit (next_page_token continues).
 MAX_PAGE_BYTES = 3_000_000
+_INLINE_CONVERSION_BYTES = 65_536
 
 
 class ElicitationService(elicitation_service_pb2_grpc.ElicitationServiceServicer):
@@ -38,10 +41,16 @@ class ElicitationService(elicitation_service_pb2_grpc.ElicitationServiceServicer
 
     @guard.unary
     async def Respond(self, request: pb.RespondRequest, context: Context) -> pb.RespondResponse:
+        # A large answer is converted off the event loop (the limits are checked
+        # after conversion); the common small one inline, without a thread hop.
+        if request.ByteSize() > _INLINE_CONVERSION_BYTES:
+            responses = await asyncio.to_thread(messages.responses_model, request.responses)
+        else:
+            responses = messages.responses_model(request.responses)
         try:
             submission = await self._runtime.respond(
                 request.round_id,
-                messages.responses_model(request.responses),
+                responses,
                 idempotency_key=request.idempotency_key,
             )
         except ManagedInputValidationError as error:

@@ -77,7 +77,9 @@ class ExecutionService(execution_service_pb2_grpc.ExecutionServiceServicer):
                 error.message,
                 metadata={"execution_id": execution_id, "timeout": convert.duration_json(waited)},
             ) from None
-        return pb.ResultResponse(result=messages.result_message(result))
+        # A result may be large (up to the stored-result limit): convert it off the loop.
+        message = await asyncio.to_thread(messages.result_message, result)
+        return pb.ResultResponse(result=message)
 
     @guard.unary
     async def Cancel(self, request: pb.CancelRequest, context: Context) -> pb.CancelResponse:

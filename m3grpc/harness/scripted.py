@@ -203,22 +203,29 @@ class _Run:
         self._tools: dict[str, Tool] | None = None
         self._active: _ActiveOperation | None = None
 
-    async def execute(self) -> list[OperationResult]:
+    def _plan(self) -> tuple[frozenset[str], list[_Planned]]:
         selected = self._task.selected_tools()
-        # A set for the per-step check: the selection may be long.
-        selected_set = frozenset(selected)
         if self._task.script is None:
             plan = [
                 _Planned(OperationStep("tool", name), schema_defaults=True) for name in selected
             ]
         else:
             plan = [_Planned(step, schema_defaults=False) for step in self._task.script]
+        return frozenset(selected), plan
+
+    async def execute(self) -> list[OperationResult]:
+        # Off the event loop, and a set for the per-step check: the selection and
+        # the script may be long.
+        selected_set, plan = await anyio.to_thread.run_sync(self._plan)
         results: list[OperationResult] = []
         error: BaseException | None = None
         # The stack owns the connection: it closes (and a stdio server is
         # stopped) however this block exits, cancellation included.
         async with AsyncExitStack() as stack:
             for index, planned in enumerate(plan):
+                # Let other work run between operations: a step that fails at once
+                # (an unknown tool) never yields, and a script may be long.
+                await anyio.sleep(0)
                 outcome = await self._run_one(stack, index, planned, selected_set)
                 if outcome.result is not None:
                     results.append(outcome.result)

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from m3grpc.errors import FieldViolation
-from m3grpc.types import ElicitationResponse, OperationResult
+from m3grpc.types import ElicitationResponse, ExecutionResult, OperationResult
 
 # Execution and round IDs (the service issues 36-character ones).
 MAX_ID_CHARS = 128
@@ -62,7 +62,8 @@ class Limits:
     max_response_content_bytes: int = 262_144
     # The longest round_timeout a spec may ask for; None: no maximum.
     max_round_timeout_seconds: float | None = None
-    # A stored ExecutionResult: each operation's result, and all of them.
+    # A stored ExecutionResult: each operation's result, and all of them (bytes
+    # as JSON or as protobuf, whichever is larger).
     max_operation_result_bytes: int = 262_144
     max_result_bytes: int = 2_000_000
 
@@ -95,6 +96,28 @@ def json_depth(value: object) -> int:
 def json_size(value: object) -> int:
     """Bytes of `value` as compact JSON (call after bounding its depth)."""
     return len(json.dumps(value, separators=(",", ":"), default=str).encode())
+
+
+def encoded_size(value: object) -> int:
+    """An upper bound of `value`'s size both as JSON and as a protobuf Struct, whose
+    numbers take 9 bytes and every nesting a few more (iterative, like json_depth)."""
+    size = 0
+    stack: list[object] = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, Mapping):
+            for key, child in item.items():
+                size += len(str(key).encode()) + 8
+                stack.append(child)
+            size += 6
+        elif isinstance(item, list | tuple):
+            size += 6 + 2 * len(item)
+            stack.extend(item)
+        elif isinstance(item, str):
+            size += len(item.encode()) + 6
+        else:  # numbers, booleans, null: at most a 9-byte field plus its Value
+            size += 11 + (len(str(item)) if isinstance(item, int | float) else 0)
+    return size
 
 
 def spec_violations(document: Mapping[str, Any], limits: Limits) -> list[FieldViolation]:
@@ -185,32 +208,59 @@ def response_violations(
     return violations
 
 
-def bounded_operations(
-    operations: Sequence[OperationResult], limits: Limits
-) -> list[OperationResult]:
-    """Operation results that fit a stored ExecutionResult: an MCP server's output
-    larger than the per-operation limit, or past the total, is replaced by a note
-    of its size, and failure messages are clipped, so Result stays readable."""
+def bounded_result(result: ExecutionResult, limits: Limits) -> ExecutionResult:
+    """The result as stored: small enough that Result always fits in a reply.
+
+    An MCP server's output larger than the per-operation limit, or past the
+    total, is replaced by a note of its size; failure messages are clipped; and
+    when the operations themselves add up past the total (a very long script),
+    the rest are replaced by one `m3_omitted` entry that counts them. Linear in
+    the result's size; the worker runs it off the event loop."""
     bounded: list[OperationResult] = []
     total = 0
-    for operation in operations:
+    operations = result.operations
+    for index, operation in enumerate(operations):
+        if total > limits.max_result_bytes:
+            omitted = operations[index:]
+            bounded.append(
+                OperationResult(
+                    logical_operation_id="m3_omitted",
+                    server=operation.server,
+                    operation_kind=operation.operation_kind,
+                    operation_name="",
+                    ok=all(op.ok for op in omitted),
+                    result={
+                        "m3_truncated": True,
+                        "reason": "the execution's result is too large to store",
+                        "omitted_operations": len(omitted),
+                    },
+                )
+            )
+            break
         update: dict[str, Any] = {}
+        size = 0
         if operation.result is not None:
-            size = json_size(operation.result) if json_depth(operation.result) <= 64 else -1
-            if (
-                size < 0
-                or size > limits.max_operation_result_bytes
-                or (total + size > limits.max_result_bytes)
-            ):
+            size = encoded_size(operation.result)
+            if size > limits.max_operation_result_bytes or (total + size > limits.max_result_bytes):
                 update["result"] = {
                     "m3_truncated": True,
                     "reason": "the operation's result is too large to store",
                     "size_bytes": size,
                 }
-            else:
-                total += size
+                size = 0
         message = operation.failure_message
         if message is not None and len(message) > MAX_FAILURE_MESSAGE_CHARS:
             update["failure_message"] = clip(message, MAX_FAILURE_MESSAGE_CHARS)
-        bounded.append(operation.model_copy(update=update) if update else operation)
-    return bounded
+        kept = operation.model_copy(update=update) if update else operation
+        # Everything but the result payload (counted above): IDs, names, messages.
+        total += size + 200 + len(kept.failure_message or "") + len(kept.operation_name)
+        bounded.append(kept)
+    message = result.failure_message
+    return result.model_copy(
+        update={
+            "operations": tuple(bounded),
+            "failure_message": None
+            if message is None
+            else clip(message, MAX_FAILURE_MESSAGE_CHARS),
+        }
+    )

@@ -18,11 +18,12 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Any
 
 from m3grpc.errors import M3Error, ManagedInputConflict
 from m3grpc.harness import Harness, HarnessTask, OperationStep
 from m3grpc.runtime.leases import LeaseHolder
-from m3grpc.runtime.limits import MAX_FAILURE_MESSAGE_CHARS, Limits, bounded_operations, clip
+from m3grpc.runtime.limits import Limits, bounded_result
 from m3grpc.runtime.notifier import Notifier
 from m3grpc.runtime.recovery import recover_expired
 from m3grpc.runtime.resolvers import ManagedInputResolver, PlanInputResolver
@@ -255,10 +256,13 @@ class WorkerPool:
         execution_id = claimed.execution_id
         lease = self._leases[execution_id]
         try:
-            spec = parse_spec(claimed.spec)
-            task = self._harness_task(execution_id, spec)
+            # Parsing a large spec is work in proportion to its size: off the loop.
+            spec, task = await asyncio.to_thread(self._prepare, execution_id, claimed.spec)
             resolver = self._resolver(claimed, spec, lease)
             result = await self._execute(execution_id, spec, task, resolver)
+            # Bounded so the stored Result always fits in a reply; off the loop,
+            # as a long script's result is work in proportion to its size.
+            result = await asyncio.to_thread(bounded_result, result, self._limits)
             await self._ensure_lease(execution_id)
             try:
                 await asyncio.to_thread(self._store.finish, execution_id, lease.lease, result)
@@ -324,13 +328,14 @@ class WorkerPool:
         code: str | None,
         message: str | None,
     ) -> ExecutionResult:
-        # Bounded so that the stored Result always fits in a reply.
-        return ExecutionResult(
+        # The operations are validated models already: no second validation of a
+        # possibly long tuple on the event loop (bounded_result copies it later).
+        return ExecutionResult.model_construct(
             execution_id=execution_id,
             outcome=outcome,
-            operations=tuple(bounded_operations(operations, self._limits)),
+            operations=tuple(operations),
             failure_code=code,
-            failure_message=None if message is None else clip(message, MAX_FAILURE_MESSAGE_CHARS),
+            failure_message=message,
             finished_at=self._store.now(),
         )
 
@@ -356,6 +361,12 @@ class WorkerPool:
             poll_interval=self._settings.poll_interval,
             slot=_Slot(self, execution_id),
         )
+
+    def _prepare(
+        self, execution_id: str, document: dict[str, Any]
+    ) -> tuple[AgentSpec | OperationSpec, HarnessTask]:
+        spec = parse_spec(document)
+        return spec, self._harness_task(execution_id, spec)
 
     def _harness_task(self, execution_id: str, spec: AgentSpec | OperationSpec) -> HarnessTask:
         server = self._with_env(spec.server)

@@ -31,12 +31,21 @@ from .conftest import (
 )
 
 
-def _server(tmp: Path, *, workers: list[str] | None = None, **config: Any) -> ServerProcess:
-    """A server of its own; `workers` adds lines to its [workers] table."""
+def _server(
+    tmp: Path,
+    *,
+    workers: list[str] | None = None,
+    limits: list[str] | None = None,
+    **config: Any,
+) -> ServerProcess:
+    """A server of its own; `workers` adds lines to its [workers] table, `limits`
+    makes a [limits] table."""
     path = write_config(tmp / "server.toml", tmp / "m3.sqlite", **config)
     if workers:
         text = path.read_text().replace("[workers]\n", "[workers]\n" + "\n".join(workers) + "\n")
         path.write_text(text)
+    if limits:
+        path.write_text(path.read_text() + "[limits]\n" + "\n".join(limits) + "\n")
     return ServerProcess(path, tmp / "server.log").start()
 
 
@@ -165,3 +174,27 @@ def test_server_default_and_maximum_round_timeout(tmp_path: Path) -> None:
         assert refused.code == grpc.StatusCode.INVALID_ARGUMENT
         fields = [v.field for v in refused.detail(error_details_pb2.BadRequest).field_violations]
         assert any("round_timeout" in field for field in fields), fields
+
+
+def test_a_long_script_result_stays_readable(tmp_path: Path) -> None:
+    # Operations past the stored-result budget are counted, not stored: the
+    # execution's Result stays far below the message limit.
+    with _running(tmp_path, limits=["max_result_bytes = 2000"]) as (_server_process, stubs):
+        step = execution_pb2.OperationStep(kind=execution_pb2.OPERATION_KIND_TOOL, name="quote")
+        agent = execution_pb2.AgentSpec(
+            harness="scripted",
+            server="shipping",
+            tools=["shipping:quote"],
+            prompt="Quote many shipments.",
+            script=[step] * 30,
+        )
+        execution_id = stubs.executions.Submit(
+            execution_service_pb2.SubmitRequest(agent=agent), timeout=30
+        ).execution_id
+        result = stubs.result(execution_id)
+        assert result.outcome == execution_pb2.EXECUTION_OUTCOME_SUCCEEDED, result
+        *kept, omitted = result.operations
+        assert kept and all(operation.ok for operation in kept)
+        assert omitted.logical_operation_id == "m3_omitted"
+        assert omitted.ok
+        assert len(kept) + omitted.result["omitted_operations"] == 30

@@ -957,11 +957,13 @@ type OperationResult struct {
 	Ok bool `protobuf:"varint,5,opt,name=ok,proto3" json:"ok,omitempty"`
 	// Output only. The MCP result (`CallToolResult`, `GetPromptResult` or
 	// `ReadResourceResult`) as JSON; unset when the operation produced none.
-	// A result larger than 262,144 bytes as JSON, or past 2,000,000 bytes for
-	// all operations of the execution, is stored as `{"m3_truncated": true,
-	// "reason": ..., "size_bytes": N}` instead (server settings
-	// `limits.max_operation_result_bytes`, `limits.max_result_bytes`), so a
-	// Result always fits in a reply.
+	// A result larger than 262,144 bytes (as JSON or protobuf, whichever is
+	// larger), or past 2,000,000 bytes for all operations of the execution, is
+	// stored as `{"m3_truncated": true, "reason": ..., "size_bytes": N}`
+	// instead (server settings `limits.max_operation_result_bytes`,
+	// `limits.max_result_bytes`); operations past that total are replaced by
+	// one with `logical_operation_id` `m3_omitted` whose result counts them
+	// (`omitted_operations`). So a Result always fits in a reply.
 	Result *structpb.Struct `protobuf:"bytes,6,opt,name=result,proto3" json:"result,omitempty"`
 	// Output only. A stable machine-readable failure code when `ok` is false;
 	// empty otherwise.
