@@ -17,6 +17,8 @@ import grpc
 from google.rpc import error_details_pb2
 
 from m3grpc.api.gen.m3.v1 import (
+    elicitation_pb2,
+    elicitation_service_pb2,
     execution_pb2,
     execution_service_pb2,
 )
@@ -198,3 +200,58 @@ def test_a_long_script_result_stays_readable(tmp_path: Path) -> None:
         assert omitted.logical_operation_id == "m3_omitted"
         assert omitted.ok
         assert len(kept) + omitted.result["omitted_operations"] == 30
+
+
+def test_list_rounds_pages_stay_under_the_message_limit(tmp_path: Path) -> None:
+    # Each accepted answer is within the content limit, but its 1,200 long
+    # content keys come back (redacted) from ListRounds: 20 such rounds used to
+    # make one page larger than gRPC's 4 MB message limit.
+    content: dict[str, Any] = {"answer": "yes"}
+    content.update({f"{index:04d}{'k' * 196}": 0 for index in range(1200)})
+    with _running(tmp_path) as (_server_process, stubs):
+        agent = execution_pb2.AgentSpec(
+            harness="scripted",
+            server="shipping",
+            tools=["shipping:keep_asking"],
+            prompt="Answer every question.",
+            round_limit=25,
+        )
+        execution_id = stubs.executions.Submit(
+            execution_service_pb2.SubmitRequest(
+                agent=agent, human_input=execution_pb2.HUMAN_INPUT_MANAGED
+            ),
+            timeout=30,
+        ).execution_id
+        answered: set[str] = set()
+        while len(answered) < 20:
+            pending = stubs.wait_pending(execution_id)
+            if pending.round_id in answered:
+                time.sleep(0.05)
+                continue
+            key = f"wide-{pending.round_id}"
+            stubs.respond(pending.round_id, key, content, request_key="answer")
+            answered.add(pending.round_id)
+        pending = stubs.wait_pending(execution_id)
+        while pending.round_id in answered:
+            time.sleep(0.05)
+            pending = stubs.wait_pending(execution_id)
+        stubs.respond(
+            pending.round_id,
+            "stop",
+            action=elicitation_pb2.ELICITATION_ACTION_DECLINE,
+            request_key="answer",
+        )
+        assert stubs.result(execution_id).outcome == execution_pb2.EXECUTION_OUTCOME_SUCCEEDED
+        seen: list[str] = []
+        token = ""
+        for _ in range(20):
+            page = stubs.elicitation.ListRounds(
+                elicitation_service_pb2.ListRoundsRequest(page_size=1000, page_token=token),
+                timeout=60,
+            )
+            seen += [round_.round_id for round_ in page.rounds]
+            token = page.next_page_token
+            if not token:
+                break
+        assert len(seen) == len(set(seen)) == 21
+        assert answered <= set(seen)
