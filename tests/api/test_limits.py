@@ -4,6 +4,8 @@ status travels in trailers, which a 5,000-character echo used to break)."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -11,6 +13,7 @@ import pytest
 from google.protobuf import struct_pb2
 from google.rpc import error_details_pb2
 
+from m3grpc.api.config import ConfigError, load_config
 from m3grpc.api.gen.m3.v1 import (
     elicitation_pb2,
     elicitation_service_pb2,
@@ -240,3 +243,24 @@ def test_an_accepted_large_answer_keeps_the_result_readable(stubs: Stubs) -> Non
     assert operation.ok
     assert operation.result["m3_truncated"] is True
     assert operation.result["size_bytes"] > 262_144
+
+
+def test_config_limits_and_round_timeouts(tmp_path: Path) -> None:
+    path = tmp_path / "m3.toml"
+    path.write_text(
+        "[workers]\ndefault_round_timeout_seconds = 60\nmax_round_timeout_seconds = 120\n"
+        "[limits]\nmax_tools = 5\nmax_response_content_bytes = 1000\n"
+    )
+    config = load_config(path)
+    limits = config.runtime_limits()
+    assert (limits.max_tools, limits.max_response_content_bytes) == (5, 1000)
+    assert limits.max_round_timeout_seconds == 120
+    assert config.workers.settings().default_round_timeout == timedelta(seconds=60)
+    # A default above the maximum, or a response limit near the message limit, is refused.
+    for text in (
+        "[workers]\ndefault_round_timeout_seconds = 200\nmax_round_timeout_seconds = 120\n",
+        "[limits]\nmax_response_content_bytes = 4000000\n",
+    ):
+        path.write_text(text)
+        with pytest.raises(ConfigError):
+            load_config(path)
