@@ -41,13 +41,13 @@ class ElicitationService(elicitation_service_pb2_grpc.ElicitationServiceServicer
 
     @guard.unary
     async def Respond(self, request: pb.RespondRequest, context: Context) -> pb.RespondResponse:
-        # A large answer is converted off the event loop (the limits are checked
-        # after conversion); the common small one inline, without a thread hop.
-        if request.ByteSize() > _INLINE_CONVERSION_BYTES:
-            responses = await asyncio.to_thread(messages.responses_model, request.responses)
-        else:
-            responses = messages.responses_model(request.responses)
         try:
+            # A large answer is converted off the event loop (the limits are checked
+            # after conversion); the common small one inline, without a thread hop.
+            if request.ByteSize() > _INLINE_CONVERSION_BYTES:
+                responses = await asyncio.to_thread(messages.responses_model, request.responses)
+            else:
+                responses = messages.responses_model(request.responses)
             submission = await self._runtime.respond(
                 request.round_id,
                 responses,
