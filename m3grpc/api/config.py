@@ -11,6 +11,21 @@
     poll_interval_seconds = 0.5
     lease_seconds = 30.0
     queue_capacity = 256              # omit for no limit
+    # A managed round's deadline when its spec sets no round_timeout, and the
+    # longest round_timeout a spec may set (Submit fails INVALID_ARGUMENT above it).
+    default_round_timeout_seconds = 86400.0
+    max_round_timeout_seconds = 604800.0
+
+    [limits]                          # input limits, checked before anything is stored
+    max_prompt_chars = 100000
+    max_tools = 1000                  # entries of an AgentSpec's tool selection
+    max_script_steps = 1000
+    max_spec_bytes = 1000000          # the whole spec as JSON
+    max_json_depth = 20               # nesting of arguments, plan and response content
+    max_request_keys = 100            # keys of one Respond call
+    max_response_content_bytes = 262144   # all content of one Respond call, as JSON
+    max_operation_result_bytes = 262144   # a stored operation result (larger: truncated)
+    max_result_bytes = 2000000        # all operation results of an execution's Result
 
     [servers.shipping]                # stdio: command/args/env/cwd
     command = "python"
@@ -42,10 +57,18 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from m3grpc.harness.codex import CodexSettings
 from m3grpc.runtime import WorkerSettings
+from m3grpc.runtime.limits import Limits
 from m3grpc.servers import HttpServer, ServerBinding, StdioServer
 
 DEFAULT_DATABASE = "m3.sqlite"
@@ -65,12 +88,24 @@ class Workers(_Section):
     poll_interval_seconds: float = Field(default=0.5, gt=0)
     lease_seconds: float = Field(default=30.0, gt=0)
     queue_capacity: int | None = Field(default=None, ge=0)
+    # An abandoned round must not wait forever: a default deadline, and a maximum.
+    default_round_timeout_seconds: float | None = Field(default=86_400.0, gt=0)
+    max_round_timeout_seconds: float | None = Field(default=604_800.0, gt=0)
+
+    @model_validator(mode="after")
+    def _default_within_maximum(self) -> Workers:
+        default, maximum = self.default_round_timeout_seconds, self.max_round_timeout_seconds
+        if default is not None and maximum is not None and default > maximum:
+            raise ValueError("default_round_timeout_seconds exceeds max_round_timeout_seconds")
+        return self
 
     def settings(self) -> WorkerSettings:
+        default = self.default_round_timeout_seconds
         return WorkerSettings(
             concurrency=self.pool_size,
             lease_duration=timedelta(seconds=self.lease_seconds),
             poll_interval=self.poll_interval_seconds,
+            default_round_timeout=timedelta(seconds=default) if default else None,
         )
 
 
@@ -106,6 +141,25 @@ class Codex(_Section):
         )
 
 
+class LimitsSection(_Section):
+    """`[limits]`: see m3grpc/runtime/limits.py (defaults there)."""
+
+    max_prompt_chars: int = Field(default=Limits.max_prompt_chars, ge=1)
+    max_tools: int = Field(default=Limits.max_tools, ge=1)
+    max_script_steps: int = Field(default=Limits.max_script_steps, ge=1)
+    max_spec_bytes: int = Field(default=Limits.max_spec_bytes, ge=1)
+    max_json_depth: int = Field(default=Limits.max_json_depth, ge=1, le=64)
+    max_request_keys: int = Field(default=Limits.max_request_keys, ge=1)
+    # Kept well under gRPC's 4 MB message limit, so every record stays readable.
+    max_response_content_bytes: int = Field(
+        default=Limits.max_response_content_bytes, ge=1, le=1_000_000
+    )
+    max_operation_result_bytes: int = Field(
+        default=Limits.max_operation_result_bytes, ge=1, le=1_000_000
+    )
+    max_result_bytes: int = Field(default=Limits.max_result_bytes, ge=1, le=3_000_000)
+
+
 class ServiceConfig(_Section):
     database: str = DEFAULT_DATABASE
     listen: str = DEFAULT_LISTEN
@@ -113,6 +167,7 @@ class ServiceConfig(_Section):
     watch_poll_interval_seconds: float = Field(default=0.15, gt=0)
     keepalive_seconds: float = Field(default=30.0, gt=0)
     workers: Workers = Field(default_factory=Workers)
+    limits: LimitsSection = Field(default_factory=LimitsSection)
     servers: Mapping[str, ServerBinding] = Field(default_factory=dict)
     codex: Codex = Field(default_factory=Codex)
 
@@ -134,6 +189,12 @@ class ServiceConfig(_Section):
         if not isinstance(value, Mapping):
             return value
         return {name: _binding(name, table) for name, table in value.items()}
+
+    def runtime_limits(self) -> Limits:
+        return Limits(
+            **self.limits.model_dump(),
+            max_round_timeout_seconds=self.workers.max_round_timeout_seconds,
+        )
 
 
 def _binding(name: str, table: Any) -> ServerBinding:

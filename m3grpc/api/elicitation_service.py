@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from m3grpc.api import convert, guard, messages, tokens
 from m3grpc.api.gen.m3.v1 import elicitation_pb2, elicitation_service_pb2_grpc
 from m3grpc.api.gen.m3.v1 import elicitation_service_pb2 as pb
@@ -9,10 +11,15 @@ from m3grpc.api.guard import Context
 from m3grpc.api.redaction import elicitation_round_message
 from m3grpc.errors import FieldViolation, ManagedInputValidationError
 from m3grpc.runtime import Runtime
+from m3grpc.runtime.limits import MAX_ID_CHARS, clip
 from m3grpc.types import ManagedInputStatus
 
 DEFAULT_PAGE_SIZE = 50
 MAX_PAGE_SIZE = 1000
+# A ListRounds page ends early rather than grow past this many bytes, so a reply
+# always fits in gRPC's default 4 MB message limit (next_page_token continues).
+MAX_PAGE_BYTES = 3_000_000
+_INLINE_CONVERSION_BYTES = 65_536
 
 
 class ElicitationService(elicitation_service_pb2_grpc.ElicitationServiceServicer):
@@ -25,6 +32,8 @@ class ElicitationService(elicitation_service_pb2_grpc.ElicitationServiceServicer
     ) -> pb.GetPendingResponse:
         if not request.execution_id:
             raise _invalid("execution_id", "must be a non-empty string")
+        if len(request.execution_id) > MAX_ID_CHARS:
+            raise _invalid("execution_id", f"must be at most {MAX_ID_CHARS} characters")
         record = await self._runtime.pending_round(request.execution_id)
         if record is None:
             return pb.GetPendingResponse()
@@ -33,14 +42,21 @@ class ElicitationService(elicitation_service_pb2_grpc.ElicitationServiceServicer
     @guard.unary
     async def Respond(self, request: pb.RespondRequest, context: Context) -> pb.RespondResponse:
         try:
+            # A large answer is converted off the event loop (the limits are checked
+            # after conversion); the common small one inline, without a thread hop.
+            if request.ByteSize() > _INLINE_CONVERSION_BYTES:
+                responses = await asyncio.to_thread(messages.responses_model, request.responses)
+            else:
+                responses = messages.responses_model(request.responses)
             submission = await self._runtime.respond(
                 request.round_id,
-                messages.responses_model(request.responses),
+                responses,
                 idempotency_key=request.idempotency_key,
             )
         except ManagedInputValidationError as error:
             if request.round_id and "round_id" not in error.metadata:
-                error.metadata["round_id"] = request.round_id  # documented metadata
+                # Documented metadata; never an unbounded echo of the input.
+                error.metadata["round_id"] = clip(request.round_id)
             raise
         record = submission.record
         return pb.RespondResponse(
@@ -69,6 +85,8 @@ class ElicitationService(elicitation_service_pb2_grpc.ElicitationServiceServicer
             if value is None:
                 raise _invalid(f"statuses[{index}]", f"unknown enum value {number}")
             statuses.append(ManagedInputStatus(value))
+        if len(request.execution_id) > MAX_ID_CHARS:
+            raise _invalid("execution_id", f"must be at most {MAX_ID_CHARS} characters")
         filters = tokens.filter_digest(request.execution_id, [s.value for s in statuses])
         after = tokens.read_page_token(request.page_token, filters) if request.page_token else None
         records = await self._runtime.list_rounds(
@@ -78,10 +96,16 @@ class ElicitationService(elicitation_service_pb2_grpc.ElicitationServiceServicer
             limit=size + 1,  # one more tells whether another page exists
         )
         page = records[:size]
-        response = pb.ListRoundsResponse(
-            rounds=[elicitation_round_message(record) for record in page]
-        )
-        if len(records) > size:
+        response = pb.ListRoundsResponse()
+        used = 0
+        for index, record in enumerate(page):
+            message = elicitation_round_message(record)
+            used += message.ByteSize() + 8  # field tag and length
+            if index and used > MAX_PAGE_BYTES:
+                page = page[:index]  # the rest comes with the next page
+                break
+            response.rounds.append(message)
+        if len(records) > len(page):
             last = page[-1]
             response.next_page_token = tokens.page_token(
                 (last.pending.created_at, last.round_id), filters

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Mapping
 
 from grpc_status import rpc_status
@@ -14,6 +15,7 @@ from m3grpc.api.status import shutting_down_status
 from m3grpc.api.watch import PendingWatch, ServiceShuttingDown
 from m3grpc.errors import FieldViolation, ModelValidationError, ResultWaitTimeout
 from m3grpc.runtime import Runtime
+from m3grpc.runtime.limits import MAX_ID_CHARS
 from m3grpc.servers import ServerBinding
 
 # Stop a Result wait a little before the call's own deadline, so the typed
@@ -31,7 +33,11 @@ class ExecutionService(execution_service_pb2_grpc.ExecutionServiceServicer):
 
     @guard.unary
     async def Submit(self, request: pb.SubmitRequest, context: Context) -> pb.SubmitResponse:
-        document, human_input = spec_codec.submission(request, self._bindings)
+        # Off the event loop: converting a large request is work in proportion
+        # to its size, and the loop serves every other call meanwhile.
+        document, human_input = await asyncio.to_thread(
+            spec_codec.submission, request, self._bindings
+        )
         # Violations the model layer finds name model fields; guard maps them to
         # request paths.
         created = await self._runtime.submit(
@@ -75,7 +81,9 @@ class ExecutionService(execution_service_pb2_grpc.ExecutionServiceServicer):
             raise ResultWaitTimeout(
                 error.message, metadata={"execution_id": execution_id, "timeout": waited}
             ) from None
-        return pb.ResultResponse(result=messages.result_message(result))
+        # A result may be large (up to the stored-result limit): convert it off the loop.
+        message = await asyncio.to_thread(messages.result_message, result)
+        return pb.ResultResponse(result=message)
 
     @guard.unary
     async def Cancel(self, request: pb.CancelRequest, context: Context) -> pb.CancelResponse:
@@ -86,6 +94,8 @@ class ExecutionService(execution_service_pb2_grpc.ExecutionServiceServicer):
     async def WatchPending(
         self, request: pb.WatchPendingRequest, context: Context
     ) -> AsyncIterator[pb.WatchPendingResponse]:
+        if request.execution_id:
+            _execution_id(request.execution_id)  # bounded before anything is read
         try:
             async for event in self._watch.stream(request.execution_id, request.cursor):
                 yield event
@@ -104,5 +114,12 @@ def _execution_id(value: str) -> str:
         raise ModelValidationError(
             "execution_id is required",
             field_violations=[FieldViolation("execution_id", "must be a non-empty string")],
+        )
+    if len(value) > MAX_ID_CHARS:
+        raise ModelValidationError(
+            "invalid execution_id",
+            field_violations=[
+                FieldViolation("execution_id", f"must be at most {MAX_ID_CHARS} characters")
+            ],
         )
     return value

@@ -100,6 +100,7 @@ async def start_service(config: ServiceConfig, *, listen: str | None = None) -> 
         settings=config.workers.settings(),
         queue_capacity=config.workers.queue_capacity,
         harnesses=default_harnesses(codex=config.codex.settings()),
+        limits=config.runtime_limits(),
     )
     server = grpc.aio.server(options=server_options(config))
     # Bound before the workers start: a start that loses the port claims no work.

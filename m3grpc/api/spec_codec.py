@@ -15,6 +15,7 @@ from typing import Any, cast
 from m3grpc.api import convert
 from m3grpc.api.gen.m3.v1 import execution_pb2, execution_service_pb2
 from m3grpc.errors import FieldViolation, ModelValidationError, ServerBindingNotFoundError
+from m3grpc.runtime.limits import clip
 from m3grpc.servers import ServerBinding
 from m3grpc.specs import AgentSpec, ElicitationPlan, OperationSpec, PlanRule, ScriptStep
 from m3grpc.types import HumanInput
@@ -48,7 +49,7 @@ def submission(
     binding = bindings.get(name)
     if binding is None:
         raise ServerBindingNotFoundError(
-            f"no server binding named {name!r} is configured", metadata={"server": name}
+            f"no server binding named {clip(name)} is configured", metadata={"server": clip(name)}
         )
     document["server"] = binding.model_dump(mode="json")
     return document, cast(HumanInput, human_input)

@@ -158,12 +158,13 @@ class HarnessTask:
 
     def selected_tools(self) -> list[str]:
         """Names of the selected tools of `server`, in selection order, without duplicates."""
-        names: list[str] = []
+        # A dict keeps insertion order and de-duplicates in linear time.
+        names: dict[str, None] = {}
         for entry in self.tools:
             server, _, tool = entry.partition(":")
-            if server == self.server.name and tool not in names:
-                names.append(tool)
-        return names
+            if server == self.server.name:
+                names.setdefault(tool)
+        return list(names)
 
 
 @dataclass(frozen=True)

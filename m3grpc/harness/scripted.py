@@ -50,6 +50,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping
+from collections.abc import Set as AbstractSet
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -212,7 +213,7 @@ class _Run:
         self._active: _ActiveOperation | None = None
         self._stderr: StderrTail | None = None  # a stdio server's last stderr lines
 
-    async def execute(self) -> list[OperationResult]:
+    def _plan(self) -> tuple[frozenset[str], list[_Planned]]:
         selected = self._task.selected_tools()
         if self._task.script is None:
             plan = [
@@ -220,14 +221,23 @@ class _Run:
             ]
         else:
             plan = [_Planned(step, schema_defaults=False) for step in self._task.script]
+        return frozenset(selected), plan
+
+    async def execute(self) -> list[OperationResult]:
+        # Off the event loop, and a set for the per-step check: the selection and
+        # the script may be long.
+        selected_set, plan = await anyio.to_thread.run_sync(self._plan)
         results: list[OperationResult] = []
         error: BaseException | None = None
         # The stack owns the connection: it closes (and a stdio server is
         # stopped) however this block exits, cancellation included.
         async with AsyncExitStack() as stack:
             for index, planned in enumerate(plan):
+                # Let other work run between operations: a step that fails at once
+                # (an unknown tool) never yields, and a script may be long.
+                await anyio.sleep(0)
                 outcome = await self._explain_lost_connection(
-                    await self._run_one(stack, index, planned, selected)
+                    await self._run_one(stack, index, planned, selected_set)
                 )
                 last = index == len(plan) - 1 or outcome.stop or outcome.error is not None
                 if outcome.result is not None:
@@ -283,7 +293,7 @@ class _Run:
         )
 
     async def _run_one(
-        self, stack: AsyncExitStack, index: int, planned: _Planned, selected: list[str]
+        self, stack: AsyncExitStack, index: int, planned: _Planned, selected: AbstractSet[str]
     ) -> _Outcome:
         step = planned.step
         ref = self._ref(index, step, step.arguments)

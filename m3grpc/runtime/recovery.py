@@ -8,6 +8,7 @@ finishes failed); it never becomes pending again.
 from __future__ import annotations
 
 import logging
+from collections.abc import Collection
 
 from m3grpc.errors import ManagedInputRecoveryError, ManagedInputStateError
 from m3grpc.storage import SqlExecutionStore
@@ -15,10 +16,18 @@ from m3grpc.storage import SqlExecutionStore
 log = logging.getLogger(__name__)
 
 
-def recover_expired(store: SqlExecutionStore) -> list[str]:
-    """Fail the expired executions and rounds; returns the execution IDs finished."""
+def recover_expired(store: SqlExecutionStore, live: Collection[str] = ()) -> list[str]:
+    """Fail the expired executions and rounds; returns the execution IDs finished.
+
+    `live` are the executions the calling process is running right now: their
+    leases may have lapsed while its event loop stalled, but their owner is
+    alive and renews them, so recovery must not fail them (a dead owner runs
+    nothing, and another process's recovery still fails its work).
+    """
     finished: list[str] = []
     for execution_id in store.expired_execution_ids():
+        if execution_id in live:
+            continue
         try:
             store.fail_recovery(execution_id)
         except ManagedInputRecoveryError:
@@ -28,6 +37,8 @@ def recover_expired(store: SqlExecutionStore) -> list[str]:
     rounds = store.managed_input_store
     for round_id in rounds.expired_round_ids():
         try:
+            if live and rounds.get_round(round_id).pending.execution_id in live:
+                continue
             record = rounds.fail_recovery(round_id)
         except (ManagedInputRecoveryError, ManagedInputStateError):
             continue

@@ -22,6 +22,7 @@ import asyncio
 import uuid
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
+from typing import Protocol
 
 from m3grpc.errors import ManagedInputStateError, OperationTimeout
 from m3grpc.harness import InputRound, OperationRef
@@ -73,6 +74,16 @@ class PlanInputResolver:
         return None
 
 
+class WorkerSlot(Protocol):
+    """The execution's worker slot: given back while a human is awaited."""
+
+    def pause(self) -> None: ...
+
+    def leave(self) -> None: ...
+
+    async def resume(self) -> None: ...
+
+
 class ManagedInputResolver:
     """human_input="managed": every input request becomes a durable pending round."""
 
@@ -86,8 +97,10 @@ class ManagedInputResolver:
         round_limit: int,
         round_timeout: timedelta | None,
         poll_interval: float,
+        slot: WorkerSlot | None = None,
     ) -> None:
         self._store = store
+        self._slot = slot
         self._rounds = store.managed_input_store
         self._notifier = notifier
         self._execution_id = execution_id
@@ -134,7 +147,7 @@ class ManagedInputResolver:
         )
         self.open_round_id = pending.round_id
         self._open_operation_id = operation.logical_operation_id
-        responses = await self._wait_for_response(pending)
+        responses = await self._wait_without_slot(pending)
         await asyncio.to_thread(self._rounds.start_delivery, pending.round_id, self._lease.lease)
         self._delivering[operation.logical_operation_id] = pending.round_id
         return responses
@@ -263,6 +276,25 @@ class ManagedInputResolver:
         if self.open_round_id == round_id:
             self.open_round_id = None
             self._open_operation_id = None
+
+    async def _wait_without_slot(
+        self, pending: PendingElicitationRound
+    ) -> Mapping[str, ElicitationResponse]:
+        """Wait for the response holding no worker slot; take one again (first in
+        line) before the answer is delivered."""
+        if self._slot is None:
+            return await self._wait_for_response(pending)
+        self._slot.pause()
+        try:
+            responses = await self._wait_for_response(pending)
+        except asyncio.CancelledError:
+            self._slot.leave()  # stopping: no slot to wait for
+            raise
+        except Exception:
+            await self._slot.resume()
+            raise
+        await self._slot.resume()
+        return responses
 
     async def _wait_for_response(
         self, pending: PendingElicitationRound

@@ -18,11 +18,19 @@ from m3grpc.errors import (
     FieldViolation,
     ManagedInputStateError,
     ManagedInputValidationError,
+    ModelValidationError,
     ResultWaitTimeout,
     WorkQueueFullError,
 )
 from m3grpc.harness import Harness, ScriptedHarness
 from m3grpc.harness.codex import CodexHarness, CodexSettings
+from m3grpc.runtime.limits import (
+    MAX_IDEMPOTENCY_KEY_CHARS,
+    Limits,
+    clip,
+    id_violations,
+    response_violations,
+)
 from m3grpc.runtime.notifier import Notifier, wait_for
 from m3grpc.runtime.submission import spec_document, validate_submission
 from m3grpc.runtime.worker import WorkerPool, WorkerSettings
@@ -37,6 +45,7 @@ from m3grpc.types import (
     ElicitationResponse,
     ExecutionResult,
     ExecutionState,
+    HumanInput,
     ManagedInputRecord,
     ManagedInputStatus,
 )
@@ -61,8 +70,10 @@ class Runtime:
         harnesses: Mapping[str, Harness] | None = None,
         env: Mapping[str, str] | None = None,
         queue_capacity: int | None = None,
+        limits: Limits | None = None,
     ) -> None:
         self.store = store
+        self.limits = limits or Limits()
         self.settings = settings or WorkerSettings()
         self.harnesses = dict(harnesses or default_harnesses())
         self._env = dict(env or {})
@@ -77,7 +88,7 @@ class Runtime:
         # Every write this process commits may have appended events: wake watchers.
         self.store.add_commit_listener(self.notify_events)
         self._pool = WorkerPool(
-            self.store, self._notifier, self.harnesses, self.settings, self._env
+            self.store, self._notifier, self.harnesses, self.settings, self._env, self.limits
         )
         await self._pool.start()
 
@@ -97,12 +108,9 @@ class Runtime:
     async def submit(
         self, spec: object, human_input: object = "fail", *, request_id: str | None = None
     ) -> CreatedExecution:
-        parsed, mode = validate_submission(
-            spec,
-            human_input,
-            persistent_store=self.store.persistent,
-            harnesses=self.harnesses,
-        )
+        # Off the event loop: a large spec costs CPU in proportion to its size
+        # (bounded by the limits), and the loop serves every other call.
+        mode, document = await asyncio.to_thread(self._validated, spec, human_input, request_id)
         if self._queue_capacity is not None:
             queued = await asyncio.to_thread(self.store.count_queued)
             if queued >= self._queue_capacity:
@@ -113,13 +121,26 @@ class Runtime:
                 )
         created = await asyncio.to_thread(
             self.store.create_execution,
-            spec_document(parsed),
+            document,
             human_input=mode,
             request_id=request_id,
         )
         if self._pool is not None:
             self._pool.wake()
         return created
+
+    def _validated(
+        self, spec: object, human_input: object, request_id: str | None
+    ) -> tuple[HumanInput, dict[str, Any]]:
+        parsed, mode = validate_submission(
+            spec,
+            human_input,
+            persistent_store=self.store.persistent,
+            harnesses=self.harnesses,
+            limits=self.limits,
+            request_id=request_id,
+        )
+        return mode, spec_document(parsed)
 
     async def snapshot(self, execution_id: str) -> ExecutionState:
         return await asyncio.to_thread(self.store.get_state, _execution_id(execution_id))
@@ -187,6 +208,19 @@ class Runtime:
     ) -> ResponseSubmission:
         """Submit responses; the worker waiting on the round is woken after the commit."""
         require_identifier(round_id, "round_id")
+        violations = [
+            *id_violations(round_id, "round_id"),
+            *(
+                id_violations(idempotency_key, "idempotency_key", MAX_IDEMPOTENCY_KEY_CHARS)
+                if isinstance(idempotency_key, str)
+                else []
+            ),
+        ]
+        if isinstance(responses, Mapping):
+            violations += response_violations(responses, self.limits)
+        if violations:
+            # Checked before anything is read or stored; nothing echoes the input.
+            raise ManagedInputValidationError("invalid response", field_violations=violations)
         rounds = self.store.managed_input_store
         if execution_id is not None:
             record = await asyncio.to_thread(rounds.get_round, round_id)
@@ -209,6 +243,8 @@ class Runtime:
 
     async def get_round(self, round_id: str) -> ManagedInputRecord:
         require_identifier(round_id, "round_id")
+        if violations := id_violations(round_id, "round_id"):
+            raise ManagedInputValidationError("invalid round_id", field_violations=violations)
         return await asyncio.to_thread(self.store.managed_input_store.get_round, round_id)
 
     async def list_rounds(
@@ -219,6 +255,8 @@ class Runtime:
         after: tuple[datetime, str] | None = None,
         limit: int | None = None,
     ) -> list[ManagedInputRecord]:
+        if execution_id and (violations := id_violations(execution_id, "execution_id")):
+            raise ManagedInputValidationError("invalid execution_id", field_violations=violations)
         return await asyncio.to_thread(
             self.store.managed_input_store.list_rounds,
             execution_id=execution_id,
@@ -258,6 +296,8 @@ class Runtime:
 def _execution_id(value: Any) -> str:
     if not isinstance(value, str) or not value:
         raise ExecutionNotFoundError(
-            "execution_id must be a non-empty string", metadata={"execution_id": str(value)}
+            "execution_id must be a non-empty string", metadata={"execution_id": clip(value)}
         )
+    if violations := id_violations(value, "execution_id"):
+        raise ModelValidationError("invalid execution_id", field_violations=violations)
     return value

@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from typing import Any, cast
 
 from pydantic import TypeAdapter, ValidationError
 
 from m3grpc.errors import FieldViolation, ModelValidationError
+from m3grpc.runtime.limits import (
+    MAX_REQUEST_ID_CHARS,
+    Limits,
+    clip,
+    id_violations,
+    spec_violations,
+)
 from m3grpc.specs import AgentSpec, ExecutionSpec, OperationSpec
 from m3grpc.types import HumanInput
 
@@ -45,15 +52,27 @@ def validate_submission(
     *,
     persistent_store: bool,
     harnesses: Collection[str],
+    limits: Limits | None = None,
+    request_id: str | None = None,
 ) -> tuple[AgentSpec | OperationSpec, HumanInput]:
-    """The parsed spec and human_input, or ModelValidationError listing every problem."""
+    """The parsed spec and human_input, or ModelValidationError listing every problem.
+
+    With `limits`, sizes are checked first, before the spec is parsed."""
     violations: list[FieldViolation] = []
     if human_input not in HUMAN_INPUT_VALUES:
         violations.append(
             FieldViolation(
-                "human_input", f"must be one of {HUMAN_INPUT_VALUES}, got {human_input!r}"
+                "human_input", f"must be one of {HUMAN_INPUT_VALUES}, got {clip(human_input)}"
             )
         )
+    if request_id:
+        violations += id_violations(request_id, "request_id", MAX_REQUEST_ID_CHARS)
+    if limits is not None:
+        document = (
+            spec.model_dump(mode="json") if isinstance(spec, AgentSpec | OperationSpec) else spec
+        )
+        if isinstance(document, Mapping):
+            violations += spec_violations(document, limits)
     if violations:
         raise ModelValidationError("invalid submission", field_violations=violations)
     parsed = parse_spec(spec)
@@ -75,7 +94,7 @@ def validate_submission(
         if parsed.harness not in harnesses:
             violations.append(
                 FieldViolation(
-                    "harness", f"unknown harness {parsed.harness!r}; known: {sorted(harnesses)}"
+                    "harness", f"unknown harness {clip(parsed.harness)}; known: {sorted(harnesses)}"
                 )
             )
         for index, entry in enumerate(parsed.tools):
@@ -86,7 +105,7 @@ def validate_submission(
                 violations.append(
                     FieldViolation(
                         f"tools[{index}]",
-                        f"server {server!r} is not the bound server {parsed.server.name!r}",
+                        f"server {clip(server)} is not the bound server {parsed.server.name!r}",
                     )
                 )
     if violations:

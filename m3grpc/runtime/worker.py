@@ -1,8 +1,12 @@
 """The worker pool: claims queued executions, runs each under a renewed lease,
 and finishes it exactly once.
 
-Concurrency is bounded by `concurrency`. Claiming goes through the database,
-so several processes (service replicas) can share one queue.
+Concurrency is bounded by `concurrency`: executions actively running. An
+execution waiting for a human's answer holds no slot (it re-acquires one
+before its answer is delivered), so paused executions never block the queue.
+Claiming goes through the database, so several processes (service replicas)
+can share one queue. One heartbeat renews the leases of every execution of
+the pool, and of their rounds, in one transaction.
 """
 
 from __future__ import annotations
@@ -14,10 +18,12 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Any
 
 from m3grpc.errors import M3Error, ManagedInputConflict
 from m3grpc.harness import Harness, HarnessOutcome, HarnessTask, OperationStep
 from m3grpc.runtime.leases import LeaseHolder
+from m3grpc.runtime.limits import Limits, bounded_result
 from m3grpc.runtime.notifier import Notifier
 from m3grpc.runtime.recovery import recover_expired
 from m3grpc.runtime.resolvers import ManagedInputResolver, PlanInputResolver
@@ -38,6 +44,8 @@ class WorkerSettings:
     poll_interval: float = 0.5
     # How often recovery looks for expired leases (default: the lease duration).
     recovery_interval: float | None = None
+    # The deadline of a managed round whose spec sets no round_timeout; None: none.
+    default_round_timeout: timedelta | None = None
 
 
 class WorkerPool:
@@ -48,6 +56,7 @@ class WorkerPool:
         harnesses: Mapping[str, Harness],
         settings: WorkerSettings,
         env: Mapping[str, str],
+        limits: Limits | None = None,
     ) -> None:
         self.owner_id = f"worker-{uuid.uuid4().hex[:12]}"
         self._store = store
@@ -55,7 +64,14 @@ class WorkerPool:
         self._harnesses = dict(harnesses)
         self._settings = settings
         self._env = dict(env)
+        self._limits = limits or Limits()
         self._running: dict[str, asyncio.Task[None]] = {}
+        self._leases: dict[str, LeaseHolder] = {}
+        # Running executions waiting for a human: they hold no slot.
+        self._waiting: set[str] = set()
+        # Waiting executions whose answer came, queued for a slot (they go first).
+        self._resuming = 0
+        self._slot_freed = asyncio.Event()
         self._stop_reasons: dict[str, tuple[ExecutionOutcome, str, str]] = {}
         self._wake = asyncio.Event()
         self._loops: list[asyncio.Task[None]] = []
@@ -65,11 +81,17 @@ class WorkerPool:
     def running(self) -> int:
         return len(self._running)
 
+    @property
+    def active(self) -> int:
+        """Executions holding a slot: running and not waiting for a human."""
+        return len(self._running) - len(self._waiting)
+
     async def start(self) -> None:
         await asyncio.to_thread(recover_expired, self._store)
         self._loops = [
             asyncio.create_task(self._claim_loop(), name="m3-claim"),
             asyncio.create_task(self._recovery_loop(), name="m3-recovery"),
+            asyncio.create_task(self._heartbeat_loop(), name="m3-heartbeat"),
         ]
 
     def wake(self) -> None:
@@ -91,11 +113,16 @@ class WorkerPool:
         """Stop claiming; let running executions finish for `grace` seconds, then
         cancel the rest (finished failed, code `worker_shutdown`)."""
         self._stopping = True
-        for loop in self._loops:
-            loop.cancel()
-        for loop in self._loops:
-            with contextlib.suppress(asyncio.CancelledError):
-                await loop
+        # The heartbeat runs on until the last execution stops: leases stay live.
+        heartbeat = [loop for loop in self._loops if loop.get_name() == "m3-heartbeat"]
+        others = [loop for loop in self._loops if loop not in heartbeat]
+        await _cancel_all(others)
+        try:
+            await self._stop_running(grace)
+        finally:
+            await _cancel_all(heartbeat)
+
+    async def _stop_running(self, grace: float) -> None:
         tasks = list(self._running.values())
         if tasks:
             _done, still_running = await asyncio.wait(tasks, timeout=grace)
@@ -118,7 +145,7 @@ class WorkerPool:
     async def _claim_loop(self) -> None:
         while not self._stopping:
             self._wake.clear()
-            while len(self._running) < self._settings.concurrency:
+            while self.active + self._resuming < self._settings.concurrency:
                 claimed = await asyncio.to_thread(
                     self._store.claim_next,
                     owner_id=self.owner_id,
@@ -126,6 +153,7 @@ class WorkerPool:
                 )
                 if claimed is None:
                     break
+                self._leases[claimed.execution_id] = LeaseHolder(claimed.lease)
                 task = asyncio.create_task(self._run(claimed), name=claimed.execution_id)
                 self._running[claimed.execution_id] = task
             with contextlib.suppress(TimeoutError):
@@ -135,28 +163,107 @@ class WorkerPool:
         interval = self._settings.recovery_interval or self._settings.lease_duration.total_seconds()
         while True:
             await asyncio.sleep(interval)
+            # This process's own executions are alive even if a stalled loop let
+            # their leases lapse: recovery is for owners that are gone.
+            live = frozenset(self._running)
             try:
-                for execution_id in await asyncio.to_thread(recover_expired, self._store):
+                for execution_id in await asyncio.to_thread(recover_expired, self._store, live):
                     self._notifier.notify(execution_id)
             except M3Error:
                 log.exception("recovery pass failed; retrying next interval")
+
+    async def _heartbeat_loop(self) -> None:
+        duration = self._settings.lease_duration
+        while True:
+            await asyncio.sleep(duration.total_seconds() / 3)
+            try:
+                held = dict(self._leases)
+                renewed = await self._renew(held)
+            except Exception:  # the database may be briefly unavailable: try again
+                log.exception("lease renewal failed; retrying next interval")
+                continue
+            for execution_id, holder in held.items():
+                if self._leases.get(execution_id) is not holder:
+                    continue  # finished meanwhile
+                if execution_id in self._stop_reasons:
+                    continue  # already stopping: a second cancel would cut its cleanup
+                if execution_id not in renewed:
+                    log.error("execution %s lost its lease; stopping it", execution_id)
+                    self._stop_reasons.setdefault(
+                        execution_id,
+                        (ExecutionOutcome.FAILED, "lease_lost", "the worker lost its lease"),
+                    )
+                    self.cancel(execution_id)
+                elif renewed[execution_id]:
+                    self.cancel(execution_id)
+
+    async def _renew(self, holders: Mapping[str, LeaseHolder]) -> dict[str, bool]:
+        """Renew the executions' leases (and their rounds'); returns, per execution
+        still held, whether cancel was requested. Lapsed leases renew too."""
+        if not holders:
+            return {}
+        renewed = await asyncio.to_thread(
+            self._store.renew_leases,
+            self.owner_id,
+            {execution_id: h.lease.lease_token for execution_id, h in holders.items()},
+            lease_duration=self._settings.lease_duration,
+        )
+        for execution_id, (expires_at, _cancel) in renewed.items():
+            holder = holders[execution_id]
+            holder.lease = holder.lease.model_copy(update={"expires_at": expires_at})
+        return {execution_id: cancel for execution_id, (_e, cancel) in renewed.items()}
+
+    async def _ensure_lease(self, execution_id: str) -> None:
+        """Renew the execution's lease now if it lapsed (the loop stalled past it),
+        so the write that follows is not refused as stale."""
+        holder = self._leases.get(execution_id)
+        if holder is not None and holder.lease.expires_at <= self._store.now():
+            await self._renew({execution_id: holder})
+
+    # -- slots ----------------------------------------------------------------------
+
+    def _pause(self, execution_id: str) -> None:
+        """The execution waits for a human: its slot goes back to the queue."""
+        if execution_id in self._running and execution_id not in self._waiting:
+            self._waiting.add(execution_id)
+            self._freed()
+
+    def _leave(self, execution_id: str) -> None:
+        """Stop waiting without queueing for a slot (the execution is stopping)."""
+        self._waiting.discard(execution_id)
+
+    async def _resume(self, execution_id: str) -> None:
+        """Take a slot again before the answer is delivered; resumers go before
+        queued executions."""
+        if execution_id not in self._waiting:
+            return
+        self._resuming += 1
+        try:
+            while self.active >= self._settings.concurrency:
+                self._slot_freed.clear()
+                await self._slot_freed.wait()
+        finally:
+            self._resuming -= 1
+            self._waiting.discard(execution_id)
+
+    def _freed(self) -> None:
+        self._slot_freed.set()
+        self._wake.set()
 
     # -- one execution ------------------------------------------------------------
 
     async def _run(self, claimed: ClaimedExecution) -> None:
         execution_id = claimed.execution_id
-        lease = LeaseHolder(claimed.lease)
+        lease = self._leases[execution_id]
         try:
-            spec = parse_spec(claimed.spec)
-            task = self._harness_task(execution_id, spec)
+            # Parsing a large spec is work in proportion to its size: off the loop.
+            spec, task = await asyncio.to_thread(self._prepare, execution_id, claimed.spec)
             resolver = self._resolver(claimed, spec, lease)
-            heartbeat = asyncio.create_task(self._heartbeat(execution_id, lease, resolver))
-            try:
-                result = await self._execute(execution_id, spec, task, resolver)
-            finally:
-                heartbeat.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await heartbeat
+            result = await self._execute(execution_id, spec, task, resolver)
+            # Bounded so the stored Result always fits in a reply; off the loop,
+            # as a long script's result is work in proportion to its size.
+            result = await asyncio.to_thread(bounded_result, result, self._limits)
+            await self._ensure_lease(execution_id)
             try:
                 await asyncio.to_thread(self._store.finish, execution_id, lease.lease, result)
             except ManagedInputConflict:
@@ -167,9 +274,11 @@ class WorkerPool:
             log.exception("execution %s crashed in the runtime", execution_id)
         finally:
             self._running.pop(execution_id, None)
+            self._leases.pop(execution_id, None)
+            self._waiting.discard(execution_id)
             self._stop_reasons.pop(execution_id, None)
             self._notifier.notify(execution_id)
-            self._wake.set()
+            self._freed()
 
     async def _execute(
         self,
@@ -224,7 +333,9 @@ class WorkerPool:
         message: str | None,
         agent: AgentReport | None = None,
     ) -> ExecutionResult:
-        return ExecutionResult(
+        # The operations are validated models already: no second validation of a
+        # possibly long tuple on the event loop (bounded_result copies it later).
+        return ExecutionResult.model_construct(
             execution_id=execution_id,
             outcome=outcome,
             operations=tuple(operations),
@@ -233,40 +344,6 @@ class WorkerPool:
             finished_at=self._store.now(),
             agent=agent,
         )
-
-    async def _heartbeat(
-        self,
-        execution_id: str,
-        lease: LeaseHolder,
-        resolver: PlanInputResolver | ManagedInputResolver,
-    ) -> None:
-        duration = self._settings.lease_duration
-        while True:
-            await asyncio.sleep(duration.total_seconds() / 3)
-            try:
-                renewed, cancel_requested = await asyncio.to_thread(
-                    self._store.renew_execution, execution_id, lease.lease, lease_duration=duration
-                )
-                lease.lease = renewed
-                for round_id in resolver.held_round_ids:
-                    with contextlib.suppress(M3Error):
-                        await asyncio.to_thread(
-                            self._store.managed_input_store.renew,
-                            round_id,
-                            lease.lease,
-                            lease_duration=duration,
-                        )
-            except ManagedInputConflict:
-                log.error("execution %s lost its lease; stopping it", execution_id)
-                self._stop_reasons.setdefault(
-                    execution_id,
-                    (ExecutionOutcome.FAILED, "lease_lost", "the worker lost its lease"),
-                )
-                self._running[execution_id].cancel()
-                return
-            if cancel_requested:
-                self.cancel(execution_id)
-                return
 
     # -- building blocks ------------------------------------------------------------
 
@@ -279,15 +356,25 @@ class WorkerPool:
             )
         assert isinstance(spec, AgentSpec)
         timeout = spec.round_timeout_seconds
+        execution_id = claimed.execution_id
         return ManagedInputResolver(
             self._store,
             self._notifier,
             execution_id=claimed.execution_id,
             lease=lease,
             round_limit=spec.round_limit,
-            round_timeout=timedelta(seconds=timeout) if timeout else None,
+            round_timeout=(
+                timedelta(seconds=timeout) if timeout else self._settings.default_round_timeout
+            ),
             poll_interval=self._settings.poll_interval,
+            slot=_Slot(self, execution_id),
         )
+
+    def _prepare(
+        self, execution_id: str, document: dict[str, Any]
+    ) -> tuple[AgentSpec | OperationSpec, HarnessTask]:
+        spec = parse_spec(document)
+        return spec, self._harness_task(execution_id, spec)
 
     def _harness_task(self, execution_id: str, spec: AgentSpec | OperationSpec) -> HarnessTask:
         server = self._with_env(spec.server)
@@ -316,6 +403,32 @@ class WorkerPool:
         if isinstance(server, StdioServer) and self._env:
             return server.model_copy(update={"env": {**self._env, **server.env}})
         return server
+
+
+async def _cancel_all(tasks: list[asyncio.Task[None]]) -> None:
+    for task in tasks:
+        task.cancel()
+    for task in tasks:
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+class _Slot:
+    """One execution's worker slot, as its ManagedInputResolver sees it."""
+
+    def __init__(self, pool: WorkerPool, execution_id: str) -> None:
+        self._pool = pool
+        self._execution_id = execution_id
+
+    def pause(self) -> None:
+        self._pool._pause(self._execution_id)
+
+    def leave(self) -> None:
+        self._pool._leave(self._execution_id)
+
+    async def resume(self) -> None:
+        await self._pool._resume(self._execution_id)
+        await self._pool._ensure_lease(self._execution_id)
 
 
 def _step(step: ScriptStep) -> OperationStep:

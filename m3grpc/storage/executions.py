@@ -52,7 +52,7 @@ from m3grpc.storage.managed_input import (
 )
 from m3grpc.storage.operations import record_operation
 from m3grpc.storage.response_validation import require_identifier
-from m3grpc.storage.schema import executions
+from m3grpc.storage.schema import executions, rounds
 from m3grpc.types import (
     ExecutionOutcome,
     ExecutionResult,
@@ -60,9 +60,13 @@ from m3grpc.types import (
     ExecutionStatus,
     HumanInput,
     ManagedInputLease,
+    ManagedInputStatus,
     OperationResult,
     ensure_aware,
 )
+
+# Rows per statement of a bulk renewal (well under every backend's bind limit).
+_RENEW_CHUNK = 500
 
 
 @dataclass(frozen=True)
@@ -256,6 +260,63 @@ class SqlExecutionStore:
             )
             return renewed, bool(row.cancel_requested)
 
+    def renew_leases(
+        self, owner_id: str, tokens: Mapping[str, str], *, lease_duration: timedelta
+    ) -> dict[str, tuple[datetime, bool]]:
+        """Extend, in one transaction, the leases of the owner's executions
+        (execution_id -> lease token) and of their open rounds.
+
+        A lease that has lapsed is renewed too, as long as nothing fenced it: a
+        stalled but live owner keeps its work. Recovery finishing an execution
+        clears its owner and token (and fails its rounds), so a matching token
+        proves no one has taken over. Returns, per execution still held, the new
+        expiry and whether cancel was requested; an execution left out is lost.
+        """
+        require_identifier(owner_id, "owner_id")
+        held: dict[str, tuple[datetime, bool]] = {}
+        if not tokens:
+            return held
+        ids = sorted(tokens)
+        with write_transaction(self._engine) as conn:
+            now = self.now()
+            expires = now + lease_duration
+            for start in range(0, len(ids), _RENEW_CHUNK):
+                chunk = ids[start : start + _RENEW_CHUNK]
+                query = sa.select(
+                    executions.c.execution_id,
+                    executions.c.worker_owner_id,
+                    executions.c.worker_lease_token,
+                    executions.c.lifecycle,
+                    executions.c.cancel_requested,
+                ).where(executions.c.execution_id.in_(chunk))
+                renewed = [
+                    row
+                    for row in conn.execute(query.with_for_update())
+                    if row.worker_owner_id == owner_id
+                    and row.worker_lease_token == tokens[row.execution_id]
+                    and row.lifecycle != ExecutionStatus.FINISHED.value
+                ]
+                if not renewed:
+                    continue
+                renewed_ids = [row.execution_id for row in renewed]
+                conn.execute(
+                    executions.update()
+                    .where(executions.c.execution_id.in_(renewed_ids))
+                    .where(executions.c.worker_owner_id == owner_id)
+                    .values(worker_lease_expires_at=expires)
+                )
+                # The rounds an execution opened carry its lease: renew them with it.
+                conn.execute(
+                    rounds.update()
+                    .where(rounds.c.execution_id.in_(renewed_ids))
+                    .where(rounds.c.owner_id == owner_id)
+                    .where(rounds.c.status.in_([s.value for s in _OPEN_ROUND_STATUSES]))
+                    .values(lease_expires_at=expires)
+                )
+                for row in renewed:
+                    held[row.execution_id] = (expires, bool(row.cancel_requested))
+        return held
+
     def set_lifecycle(
         self, execution_id: str, lease: ManagedInputLease, lifecycle: ExecutionStatus
     ) -> None:
@@ -437,6 +498,9 @@ class SqlExecutionStore:
                 f"no execution {execution_id!r}", metadata={"execution_id": execution_id}
             )
         return row
+
+
+_OPEN_ROUND_STATUSES = tuple(s for s in ManagedInputStatus if not s.terminal)
 
 
 class SQLiteExecutionStore(SqlExecutionStore):

@@ -24,7 +24,7 @@ const (
 // Request message for ElicitationService.GetPending.
 type GetPendingRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Required. The execution's ID.
+	// Required. The execution's ID (at most 128 characters).
 	ExecutionId   string `protobuf:"bytes,1,opt,name=execution_id,json=executionId,proto3" json:"execution_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -116,14 +116,20 @@ func (x *GetPendingResponse) GetRound() *PendingElicitationRound {
 // Request message for ElicitationService.Respond.
 type RespondRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Required. The pending round's ID.
+	// Required. The pending round's ID (at most 128 characters).
 	RoundId string `protobuf:"bytes,1,opt,name=round_id,json=roundId,proto3" json:"round_id,omitempty"`
 	// Required. One response per request of the round, keyed by request key:
-	// exactly the keys of `PendingElicitationRound.requests`.
+	// exactly the keys of `PendingElicitationRound.requests`. At most 100 keys
+	// (server setting `limits.max_request_keys`) of at most 200 characters;
+	// all content together at most 262,144 bytes as JSON
+	// (`limits.max_response_content_bytes`) and 20 levels deep
+	// (`limits.max_json_depth`). Beyond a limit the call fails with
+	// INVALID_ARGUMENT (MANAGED_INPUT_INVALID) and the round stays pending.
 	Responses map[string]*ElicitationResponse `protobuf:"bytes,2,rep,name=responses,proto3" json:"responses,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// Required. A non-empty key, unique per intended answer (a UUID4 or a key
 	// derived from the round ID is recommended). Persist it with the responses
-	// and reuse both on retry after a lost acknowledgement.
+	// and reuse both on retry after a lost acknowledgement. At most 200
+	// characters.
 	IdempotencyKey string `protobuf:"bytes,3,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
@@ -249,7 +255,7 @@ func (x *RespondResponse) GetReplayed() bool {
 // Request message for ElicitationService.GetRound.
 type GetRoundRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Required. The round's ID.
+	// Required. The round's ID (at most 128 characters).
 	RoundId       string `protobuf:"bytes,1,opt,name=round_id,json=roundId,proto3" json:"round_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -343,12 +349,14 @@ type ListRoundsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Optional. The most rounds to return. 0: the server default (50). Values
 	// above 1000 are treated as 1000. Negative values are invalid. The server
-	// may return fewer, even with more pages left.
+	// may return fewer, even with more pages left: a page ends before it would
+	// exceed 3,000,000 bytes, so it always fits in a reply.
 	PageSize int32 `protobuf:"varint,1,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
 	// Optional. A `next_page_token` from a previous call, to get the next page.
 	// Every other field must equal that call's. Empty: the first page.
 	PageToken string `protobuf:"bytes,2,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
-	// Optional. Only rounds of this execution. Empty: every execution.
+	// Optional. Only rounds of this execution. Empty: every execution. At most
+	// 128 characters.
 	ExecutionId string `protobuf:"bytes,3,opt,name=execution_id,json=executionId,proto3" json:"execution_id,omitempty"`
 	// Optional. Only rounds whose status is one of these. Empty: any status.
 	Statuses      []RoundStatus `protobuf:"varint,4,rep,packed,name=statuses,proto3,enum=m3.v1.RoundStatus" json:"statuses,omitempty"`

@@ -332,7 +332,9 @@ type OperationStep struct {
 	// Required. The tool name, prompt name, or resource URI.
 	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
 	// Optional. The tool's or prompt's arguments as a JSON object. Must be
-	// unset for OPERATION_KIND_RESOURCE.
+	// unset for OPERATION_KIND_RESOURCE. Counts toward the spec's limits: at
+	// most 1,000,000 bytes as JSON and 20 levels of nesting (server settings
+	// `limits.max_spec_bytes`, `limits.max_json_depth`).
 	Arguments     *structpb.Struct `protobuf:"bytes,3,opt,name=arguments,proto3" json:"arguments,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -606,6 +608,8 @@ type AgentSpec struct {
 	// Empty: the harness's default. Ignored by the `scripted` harness.
 	Models []string `protobuf:"bytes,2,rep,name=models,proto3" json:"models,omitempty"`
 	// Optional. The task given to the agent. Ignored by the `scripted` harness.
+	// At most 100,000 characters (server setting `limits.max_prompt_chars`);
+	// longer fails with INVALID_ARGUMENT.
 	Prompt string `protobuf:"bytes,3,opt,name=prompt,proto3" json:"prompt,omitempty"`
 	// Required. The name of a server binding configured on the service (for
 	// example a stdio server). Clients only name bindings; they never send a
@@ -616,9 +620,12 @@ type AgentSpec struct {
 	// (e.g. `"shipping:book_shipment"`). The agent is limited to these tools,
 	// and M3 approves its calls to them. Empty: the agent is not limited to
 	// particular tools of `server`, and no call is approved in advance.
+	// At most 1,000 entries (server setting `limits.max_tools`); more fails
+	// with INVALID_ARGUMENT.
 	Tools []string `protobuf:"bytes,5,rep,name=tools,proto3" json:"tools,omitempty"`
 	// Optional. The operations the `scripted` harness performs, in order. Other
-	// harnesses ignore it.
+	// harnesses ignore it. At most 1,000 steps (server setting
+	// `limits.max_script_steps`); more fails with INVALID_ARGUMENT.
 	Script []*OperationStep `protobuf:"bytes,6,rep,name=script,proto3" json:"script,omitempty"`
 	// Optional. Predefined answers to elicitations. Must be unset with
 	// HUMAN_INPUT_MANAGED.
@@ -633,7 +640,11 @@ type AgentSpec struct {
 	// Optional. With HUMAN_INPUT_MANAGED, how long each pending round waits
 	// for a response; it must be positive. When it runs out, the round fails
 	// and the execution finishes failed with failure code
-	// `operation_timeout`. Unset: rounds wait indefinitely.
+	// `operation_timeout`. Unset: the server's default deadline (server
+	// setting `workers.default_round_timeout_seconds`, 24 hours unless
+	// configured otherwise). Longer than the server's maximum
+	// (`workers.max_round_timeout_seconds`, 7 days by default) fails with
+	// INVALID_ARGUMENT.
 	RoundTimeout  *durationpb.Duration `protobuf:"bytes,10,opt,name=round_timeout,json=roundTimeout,proto3" json:"round_timeout,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -955,6 +966,13 @@ type OperationResult struct {
 	Ok bool `protobuf:"varint,5,opt,name=ok,proto3" json:"ok,omitempty"`
 	// Output only. The MCP result (`CallToolResult`, `GetPromptResult` or
 	// `ReadResourceResult`) as JSON; unset when the operation produced none.
+	// A result larger than 262,144 bytes (as JSON or protobuf, whichever is
+	// larger), or past 2,000,000 bytes for all operations of the execution, is
+	// stored as `{"m3_truncated": true, "reason": ..., "size_bytes": N}`
+	// instead (server settings `limits.max_operation_result_bytes`,
+	// `limits.max_result_bytes`); operations past that total are replaced by
+	// one with `logical_operation_id` `m3_omitted` whose result counts them
+	// (`omitted_operations`). So a Result always fits in a reply.
 	Result *structpb.Struct `protobuf:"bytes,6,opt,name=result,proto3" json:"result,omitempty"`
 	// Output only. A stable machine-readable failure code when `ok` is false;
 	// empty otherwise.

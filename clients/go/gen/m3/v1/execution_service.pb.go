@@ -42,7 +42,8 @@ type SubmitRequest struct {
 	// this `request_id`, the call returns that execution instead of creating
 	// another; if that earlier request differed from this one, the call fails
 	// with ABORTED (MANAGED_INPUT_CONFLICT, `conflict_kind =
-	// request_id_reused`). Empty: no deduplication.
+	// request_id_reused`). Empty: no deduplication. At most 200 characters;
+	// longer fails with INVALID_ARGUMENT.
 	RequestId     string `protobuf:"bytes,4,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -193,7 +194,7 @@ func (x *SubmitResponse) GetState() *ExecutionState {
 // Request message for ExecutionService.Snapshot.
 type SnapshotRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Required. The execution's ID.
+	// Required. The execution's ID (at most 128 characters, as every ID).
 	ExecutionId   string `protobuf:"bytes,1,opt,name=execution_id,json=executionId,proto3" json:"execution_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -285,7 +286,7 @@ func (x *SnapshotResponse) GetState() *ExecutionState {
 // Request message for ExecutionService.Result.
 type ResultRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Required. The execution's ID.
+	// Required. The execution's ID (at most 128 characters).
 	ExecutionId string `protobuf:"bytes,1,opt,name=execution_id,json=executionId,proto3" json:"execution_id,omitempty"`
 	// Optional. The longest time to wait for the execution to finish; must not
 	// be negative. Zero: do not wait (fails with RESULT_WAIT_TIMEOUT unless
@@ -389,7 +390,7 @@ func (x *ResultResponse) GetResult() *ExecutionResult {
 // Request message for ExecutionService.Cancel.
 type CancelRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Required. The execution's ID.
+	// Required. The execution's ID (at most 128 characters).
 	ExecutionId string `protobuf:"bytes,1,opt,name=execution_id,json=executionId,proto3" json:"execution_id,omitempty"`
 	// Optional. A unique identifier for this request (AIP-155), for tracing and
 	// deduplicating retries. Cancel is idempotent whether or not it is set.
@@ -492,7 +493,7 @@ func (x *CancelResponse) GetState() *ExecutionState {
 type WatchPendingRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Optional. Only send events of this execution, and end the stream after
-	// it finishes. Empty: events of every execution.
+	// it finishes. Empty: events of every execution. At most 128 characters.
 	ExecutionId string `protobuf:"bytes,1,opt,name=execution_id,json=executionId,proto3" json:"execution_id,omitempty"`
 	// Optional. Resume exactly after the event that carried this cursor. Empty:
 	// start with every round pending now, then live events. Cursors are opaque:

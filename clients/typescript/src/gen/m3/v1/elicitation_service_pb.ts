@@ -21,7 +21,7 @@ export const file_m3_v1_elicitation_service: GenFile = /*@__PURE__*/
  */
 export type GetPendingRequest = Message<"m3.v1.GetPendingRequest"> & {
   /**
-   * Required. The execution's ID.
+   * Required. The execution's ID (at most 128 characters).
    *
    * @generated from field: string execution_id = 1;
    */
@@ -63,7 +63,7 @@ export const GetPendingResponseSchema: GenMessage<GetPendingResponse> = /*@__PUR
  */
 export type RespondRequest = Message<"m3.v1.RespondRequest"> & {
   /**
-   * Required. The pending round's ID.
+   * Required. The pending round's ID (at most 128 characters).
    *
    * @generated from field: string round_id = 1;
    */
@@ -71,7 +71,12 @@ export type RespondRequest = Message<"m3.v1.RespondRequest"> & {
 
   /**
    * Required. One response per request of the round, keyed by request key:
-   * exactly the keys of `PendingElicitationRound.requests`.
+   * exactly the keys of `PendingElicitationRound.requests`. At most 100 keys
+   * (server setting `limits.max_request_keys`) of at most 200 characters;
+   * all content together at most 262,144 bytes as JSON
+   * (`limits.max_response_content_bytes`) and 20 levels deep
+   * (`limits.max_json_depth`). Beyond a limit the call fails with
+   * INVALID_ARGUMENT (MANAGED_INPUT_INVALID) and the round stays pending.
    *
    * @generated from field: map<string, m3.v1.ElicitationResponse> responses = 2;
    */
@@ -80,7 +85,8 @@ export type RespondRequest = Message<"m3.v1.RespondRequest"> & {
   /**
    * Required. A non-empty key, unique per intended answer (a UUID4 or a key
    * derived from the round ID is recommended). Persist it with the responses
-   * and reuse both on retry after a lost acknowledgement.
+   * and reuse both on retry after a lost acknowledgement. At most 200
+   * characters.
    *
    * @generated from field: string idempotency_key = 3;
    */
@@ -138,7 +144,7 @@ export const RespondResponseSchema: GenMessage<RespondResponse> = /*@__PURE__*/
  */
 export type GetRoundRequest = Message<"m3.v1.GetRoundRequest"> & {
   /**
-   * Required. The round's ID.
+   * Required. The round's ID (at most 128 characters).
    *
    * @generated from field: string round_id = 1;
    */
@@ -182,7 +188,8 @@ export type ListRoundsRequest = Message<"m3.v1.ListRoundsRequest"> & {
   /**
    * Optional. The most rounds to return. 0: the server default (50). Values
    * above 1000 are treated as 1000. Negative values are invalid. The server
-   * may return fewer, even with more pages left.
+   * may return fewer, even with more pages left: a page ends before it would
+   * exceed 3,000,000 bytes, so it always fits in a reply.
    *
    * @generated from field: int32 page_size = 1;
    */
@@ -197,7 +204,8 @@ export type ListRoundsRequest = Message<"m3.v1.ListRoundsRequest"> & {
   pageToken: string;
 
   /**
-   * Optional. Only rounds of this execution. Empty: every execution.
+   * Optional. Only rounds of this execution. Empty: every execution. At most
+   * 128 characters.
    *
    * @generated from field: string execution_id = 3;
    */

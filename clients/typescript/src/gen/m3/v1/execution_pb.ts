@@ -36,7 +36,9 @@ export type OperationStep = Message<"m3.v1.OperationStep"> & {
 
   /**
    * Optional. The tool's or prompt's arguments as a JSON object. Must be
-   * unset for OPERATION_KIND_RESOURCE.
+   * unset for OPERATION_KIND_RESOURCE. Counts toward the spec's limits: at
+   * most 1,000,000 bytes as JSON and 20 levels of nesting (server settings
+   * `limits.max_spec_bytes`, `limits.max_json_depth`).
    *
    * @generated from field: google.protobuf.Struct arguments = 3;
    */
@@ -228,6 +230,8 @@ export type AgentSpec = Message<"m3.v1.AgentSpec"> & {
 
   /**
    * Optional. The task given to the agent. Ignored by the `scripted` harness.
+   * At most 100,000 characters (server setting `limits.max_prompt_chars`);
+   * longer fails with INVALID_ARGUMENT.
    *
    * @generated from field: string prompt = 3;
    */
@@ -248,6 +252,8 @@ export type AgentSpec = Message<"m3.v1.AgentSpec"> & {
    * (e.g. `"shipping:book_shipment"`). The agent is limited to these tools,
    * and M3 approves its calls to them. Empty: the agent is not limited to
    * particular tools of `server`, and no call is approved in advance.
+   * At most 1,000 entries (server setting `limits.max_tools`); more fails
+   * with INVALID_ARGUMENT.
    *
    * @generated from field: repeated string tools = 5;
    */
@@ -255,7 +261,8 @@ export type AgentSpec = Message<"m3.v1.AgentSpec"> & {
 
   /**
    * Optional. The operations the `scripted` harness performs, in order. Other
-   * harnesses ignore it.
+   * harnesses ignore it. At most 1,000 steps (server setting
+   * `limits.max_script_steps`); more fails with INVALID_ARGUMENT.
    *
    * @generated from field: repeated m3.v1.OperationStep script = 6;
    */
@@ -290,7 +297,11 @@ export type AgentSpec = Message<"m3.v1.AgentSpec"> & {
    * Optional. With HUMAN_INPUT_MANAGED, how long each pending round waits
    * for a response; it must be positive. When it runs out, the round fails
    * and the execution finishes failed with failure code
-   * `operation_timeout`. Unset: rounds wait indefinitely.
+   * `operation_timeout`. Unset: the server's default deadline (server
+   * setting `workers.default_round_timeout_seconds`, 24 hours unless
+   * configured otherwise). Longer than the server's maximum
+   * (`workers.max_round_timeout_seconds`, 7 days by default) fails with
+   * INVALID_ARGUMENT.
    *
    * @generated from field: google.protobuf.Duration round_timeout = 10;
    */
@@ -477,6 +488,13 @@ export type OperationResult = Message<"m3.v1.OperationResult"> & {
   /**
    * Output only. The MCP result (`CallToolResult`, `GetPromptResult` or
    * `ReadResourceResult`) as JSON; unset when the operation produced none.
+   * A result larger than 262,144 bytes (as JSON or protobuf, whichever is
+   * larger), or past 2,000,000 bytes for all operations of the execution, is
+   * stored as `{"m3_truncated": true, "reason": ..., "size_bytes": N}`
+   * instead (server settings `limits.max_operation_result_bytes`,
+   * `limits.max_result_bytes`); operations past that total are replaced by
+   * one with `logical_operation_id` `m3_omitted` whose result counts them
+   * (`omitted_operations`). So a Result always fits in a reply.
    *
    * @generated from field: google.protobuf.Struct result = 6;
    */

@@ -63,7 +63,8 @@ export type SubmitRequest = Message<"m3.v1.SubmitRequest"> & {
    * this `request_id`, the call returns that execution instead of creating
    * another; if that earlier request differed from this one, the call fails
    * with ABORTED (MANAGED_INPUT_CONFLICT, `conflict_kind =
-   * request_id_reused`). Empty: no deduplication.
+   * request_id_reused`). Empty: no deduplication. At most 200 characters;
+   * longer fails with INVALID_ARGUMENT.
    *
    * @generated from field: string request_id = 4;
    */
@@ -112,7 +113,7 @@ export const SubmitResponseSchema: GenMessage<SubmitResponse> = /*@__PURE__*/
  */
 export type SnapshotRequest = Message<"m3.v1.SnapshotRequest"> & {
   /**
-   * Required. The execution's ID.
+   * Required. The execution's ID (at most 128 characters, as every ID).
    *
    * @generated from field: string execution_id = 1;
    */
@@ -154,7 +155,7 @@ export const SnapshotResponseSchema: GenMessage<SnapshotResponse> = /*@__PURE__*
  */
 export type ResultRequest = Message<"m3.v1.ResultRequest"> & {
   /**
-   * Required. The execution's ID.
+   * Required. The execution's ID (at most 128 characters).
    *
    * @generated from field: string execution_id = 1;
    */
@@ -206,7 +207,7 @@ export const ResultResponseSchema: GenMessage<ResultResponse> = /*@__PURE__*/
  */
 export type CancelRequest = Message<"m3.v1.CancelRequest"> & {
   /**
-   * Required. The execution's ID.
+   * Required. The execution's ID (at most 128 characters).
    *
    * @generated from field: string execution_id = 1;
    */
@@ -257,7 +258,7 @@ export const CancelResponseSchema: GenMessage<CancelResponse> = /*@__PURE__*/
 export type WatchPendingRequest = Message<"m3.v1.WatchPendingRequest"> & {
   /**
    * Optional. Only send events of this execution, and end the stream after
-   * it finishes. Empty: events of every execution.
+   * it finishes. Empty: events of every execution. At most 128 characters.
    *
    * @generated from field: string execution_id = 1;
    */
