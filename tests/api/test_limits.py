@@ -133,7 +133,7 @@ def test_spec_limits_refuse_before_storing(
 def test_round_timeout_above_the_maximum_is_refused(stubs: Stubs) -> None:
     agent = _agent()
     agent.round_timeout.FromSeconds(604_801)  # the default maximum is 7 days
-    _invalid(_submit(stubs, agent), "round_timeout_seconds")
+    _invalid(_submit(stubs, agent), "agent.round_timeout")
 
 
 def test_long_request_id_is_refused_with_a_whole_error(stubs: Stubs) -> None:
