@@ -79,7 +79,9 @@ class AgentSpec(_Spec):
     permission_policy: PermissionPolicy = Field(default_factory=PermissionPolicy)
     round_limit: int = Field(default=8, ge=1, le=1000)
     # How long a managed round may wait for its response; None waits indefinitely.
-    round_timeout_seconds: float | None = Field(default=None, gt=0)
+    # At most ten years: a deadline must stay a representable datetime (a larger
+    # value would overflow when the round is created and leave the run stuck).
+    round_timeout_seconds: float | None = Field(default=None, gt=0, le=315_360_000)
 
 
 class OperationSpec(_Spec):

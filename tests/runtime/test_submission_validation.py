@@ -51,6 +51,11 @@ CASES: dict[str, tuple[Callable[[MCPTestKit], object], str]] = {
     "tool-of-another-server": (_agent_submit(tools=["billing:charge"]), "tools[0]"),
     "malformed-tool-entry": (_agent_submit(tools=["book_shipment"]), "tools[0]"),
     "invalid-round-limit": (_agent_submit(round_limit=0), "round_limit"),
+    # A deadline past what a datetime can hold would overflow when the round is made.
+    "round-timeout-too-long": (
+        _agent_submit(round_timeout_seconds=315_576_000_000.0),
+        "round_timeout_seconds",
+    ),
 }
 
 
