@@ -32,8 +32,9 @@ npm --prefix clients/typescript test
 echo "== go client: vet, gofmt, test"
 (cd clients/go && go vet ./... && test -z "$(gofmt -l .)" && go test ./...)
 
-echo "== pytest"
-python3 -m pytest -q -p no:cacheprovider "$@"
-
 echo "== bench: bench/compare.py --smoke (M3 next to LangGraph and DBOS, tiny counts; no timing checked)"
 python3 bench/compare.py --smoke
+
+# Last, so that its summary line closes the run.
+echo "== pytest"
+python3 -m pytest -q -p no:cacheprovider "$@"
