@@ -13,7 +13,10 @@ pydantic field typed `TaggedServerBinding`.
   answer 2026-07-28 but still elicit with `ctx.elicit(...)` mid-call: in the
   2026-07-28 protocol a server has no back-channel for `elicitation/create`, so
   such a tool fails unless the connection is legacy.
-- "2026-07-28": adopt that version without probing.
+- "2026-07-28": speak only that version. The harness still probes
+  (`server/discover`, else `initialize`), so that a server offering only an
+  older version fails the operation `protocol_mismatch`, naming the binding's
+  protocol and what the server offered, instead of failing its first call.
 """
 
 from __future__ import annotations

@@ -47,6 +47,8 @@ REQUEST_STATE_REJECTED = "request_state_rejected"
 INVALID_SERVER_RESULT = "invalid_server_result"
 SERVER_UNAVAILABLE = "server_unavailable"
 CONNECTION_CLOSED = "connection_closed"
+# The binding is pinned to protocol 2026-07-28 and the server speaks only an older one.
+PROTOCOL_MISMATCH = "protocol_mismatch"
 
 
 def operation_id(index: int) -> str:

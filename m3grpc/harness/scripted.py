@@ -93,6 +93,7 @@ from m3grpc.harness.base import (
     INVALID_INPUT_RESPONSE,
     INVALID_SERVER_RESULT,
     MCP_ERROR,
+    PROTOCOL_MISMATCH,
     REQUEST_STATE_REJECTED,
     ROUND_LIMIT_EXCEEDED,
     SERVER_UNAVAILABLE,
@@ -110,7 +111,7 @@ from m3grpc.harness.base import (
 from m3grpc.harness.convert import domain_request, dump_result, elicit_result
 from m3grpc.harness.diagnostics import StderrTail, connect_failure, connection_lost
 from m3grpc.harness.request_keys import legacy_request_key, mrtr_request_keys
-from m3grpc.servers import StdioServer
+from m3grpc.servers import ServerBinding, StdioServer
 from m3grpc.types import ElicitationResponse, OperationResult
 
 logger = logging.getLogger(__name__)
@@ -124,6 +125,8 @@ _HTTP_TIMEOUT_SECONDS = 30.0
 _STATE_ONLY_RETRY_LIMIT = 64
 _STATE_ONLY_BACKOFF_SECONDS = (0.05, 0.25)
 _TOOL_LIST_PAGE_LIMIT = 100
+
+MRTR_PROTOCOL = "2026-07-28"
 
 _Reply = CallToolResult | GetPromptResult | ReadResourceResult | InputRequiredResult
 
@@ -306,6 +309,8 @@ class _Run:
         if self._client is None:
             try:
                 self._client = await self._connect(stack)
+            except _ProtocolMismatch as exc:
+                return _failed(ref, PROTOCOL_MISMATCH, str(exc), stop=True)
             except Exception as exc:  # spawn, network and handshake failures alike
                 logger.warning("cannot connect to MCP server %r", ref.server, exc_info=True)
                 tail = await self._stderr.drained() if self._stderr is not None else None
@@ -346,17 +351,23 @@ class _Run:
             target = streamable_http_client(server.url, http_client=http)
         client = Client(
             target,
-            mode=server.protocol,
+            # A pinned 2026-07-28 binding connects as "auto" (discover, else the
+            # initialize handshake) so that a legacy-only server is recognised
+            # and reported (`protocol_mismatch`) instead of failing its first call.
+            mode="auto" if server.protocol == MRTR_PROTOCOL else server.protocol,
             # Given a callback, the SDK declares elicitation {form, url}.
             elicitation_callback=self._on_elicit,
             client_info=self._client_info,
             cache=None,  # a script must see the server's current listings
         )
         try:
-            return await stack.enter_async_context(client)
+            entered = await stack.enter_async_context(client)
         finally:
             if self._stderr is not None:
                 self._stderr.release_writer()  # the spawn is over; the server holds its copy
+        if server.protocol == MRTR_PROTOCOL and entered.protocol_version != MRTR_PROTOCOL:
+            raise _ProtocolMismatch(_mismatch_message(server, entered))
+        return entered
 
     async def _listed_tools(self) -> dict[str, Tool]:
         if self._tools is None:
@@ -573,6 +584,27 @@ class _Run:
                 return _failed(ref, REQUEST_STATE_REJECTED, exc.message)
             return _failed(ref, MCP_ERROR, f"MCP error {exc.code}: {exc.message}")
         return _failed(ref, INVALID_SERVER_RESULT, str(exc))
+
+
+class _ProtocolMismatch(Exception):
+    """The server does not speak the protocol its binding is pinned to."""
+
+
+def _mismatch_message(server: ServerBinding, client: Client) -> str:
+    session = client.session
+    if session.initialize_result is not None:
+        offered = (
+            f"{session.initialize_result.protocol_version} "
+            "(it answered the initialize handshake, not server/discover)"
+        )
+    elif session.discover_result is not None:
+        offered = ", ".join(session.discover_result.supported_versions)
+    else:
+        offered = client.protocol_version
+    return (
+        f"binding {server.name!r} is pinned to MCP protocol {server.protocol}, "
+        f"but the server offered {offered}"
+    )
 
 
 def _schema_problem(key: str, params: ElicitRequestParams) -> str | None:
