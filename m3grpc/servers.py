@@ -13,7 +13,10 @@ pydantic field typed `TaggedServerBinding`.
   answer 2026-07-28 but still elicit with `ctx.elicit(...)` mid-call: in the
   2026-07-28 protocol a server has no back-channel for `elicitation/create`, so
   such a tool fails unless the connection is legacy.
-- "2026-07-28": adopt that version without probing.
+- "2026-07-28": speak only that version. The harness still probes
+  (`server/discover`, else `initialize`), so that a server offering only an
+  older version fails the operation `protocol_mismatch`, naming the binding's
+  protocol and what the server offered, instead of failing its first call.
 """
 
 from __future__ import annotations
@@ -32,11 +35,28 @@ McpProtocol = Literal["auto", "legacy", "2026-07-28"]
 _NAME_PATTERN = r"^[^:\s]+$"
 
 
+class ServerRoot(BaseModel):
+    """One MCP root (`roots/list`) the client offers the server: a `file://` URI."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    uri: str = Field(pattern=r"^file://")
+    name: str | None = None
+
+
 class _Binding(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     name: str = Field(min_length=1, pattern=_NAME_PATTERN)
     protocol: McpProtocol = "auto"
+    # What the harness answers a server's `roots/list` with (both protocol
+    # generations: a legacy request, or a 2026-07-28 input request). Empty by default.
+    roots: Sequence[ServerRoot] = ()
+
+    @field_validator("roots")
+    @classmethod
+    def _roots_tuple(cls, value: Sequence[ServerRoot]) -> tuple[ServerRoot, ...]:
+        return tuple(value)
 
 
 class StdioServer(_Binding):
@@ -90,6 +110,7 @@ __all__ = [
     "HttpServer",
     "McpProtocol",
     "ServerBinding",
+    "ServerRoot",
     "StdioServer",
     "TaggedServerBinding",
     "server_binding_adapter",

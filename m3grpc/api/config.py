@@ -45,7 +45,9 @@
 
 Every key is optional. Relative paths (database, cwd) are relative to the
 service's working directory. A binding may also set `protocol` ("auto",
-"legacy" or "2026-07-28"). Clients only ever name a binding.
+"legacy" or "2026-07-28") and `roots` (what a server's `roots/list` is answered
+with, e.g. `roots = [{ uri = "file:///srv/project", name = "project" }]`; empty
+by default). Clients only ever name a binding.
 """
 
 from __future__ import annotations

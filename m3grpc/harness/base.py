@@ -47,6 +47,13 @@ REQUEST_STATE_REJECTED = "request_state_rejected"
 INVALID_SERVER_RESULT = "invalid_server_result"
 SERVER_UNAVAILABLE = "server_unavailable"
 CONNECTION_CLOSED = "connection_closed"
+# The server answered a call with a URL-elicitation-required error (-32042) and
+# the user declined / cancelled one of the listed URL elicitations: the call is
+# not retried.
+URL_ELICITATION_DECLINED = "url_elicitation_declined"
+URL_ELICITATION_CANCELLED = "url_elicitation_cancelled"
+# The binding is pinned to protocol 2026-07-28 and the server speaks only an older one.
+PROTOCOL_MISMATCH = "protocol_mismatch"
 
 
 def operation_id(index: int) -> str:

@@ -25,6 +25,10 @@ by the server). The key is the first that applies of:
    used verbatim. (The SDK drops the schema `title` from MRTR requests, so
    titles cannot be used here.)
 
+A URL-elicitation-required error (JSON-RPC -32042, 2025-11-25) lists URL
+requests the user must complete before the call is retried; they form one
+round, each keyed by the legacy rule (its `elicitationId`).
+
 Keys are unique within a round: a key already taken falls back to the
 server's verbatim key, then gets a `_2`, `_3`, ... suffix. The harness keeps
 the mapping back to the server's keys for the retry.
@@ -33,7 +37,7 @@ the mapping back to the server's keys for the retry.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from mcp_types import ElicitRequestFormParams, ElicitRequestParams, ElicitRequestURLParams
@@ -72,6 +76,17 @@ def legacy_request_key(params: ElicitRequestParams) -> str:
         if isinstance(title, str) and (key := snake_case(title)):
             return key
     return DEFAULT_REQUEST_KEY
+
+
+def url_required_request_keys(requests: Sequence[ElicitRequestParams]) -> dict[str, int]:
+    """Request key -> position for the elicitations a URL-elicitation-required
+    error (-32042) lists: each named by the legacy rule (its `elicitationId`),
+    unique within the round."""
+    keys: dict[str, int] = {}
+    for index, params in enumerate(requests):
+        candidate = legacy_request_key(params)
+        keys[_unique(candidate, candidate, keys)] = index
+    return keys
 
 
 def _server_key(wire_key: str) -> str:

@@ -12,6 +12,19 @@ operations in order. Whenever the server asks for input, it hands an
   `allow_input_required=True`, so an `InputRequiredResult` comes back to us;
   each one with input requests is a round, and the same call is retried with
   `input_responses` (keyed by the server's keys) and the round's `request_state`.
+  Only its elicitations are the round: `roots/list` entries are answered from
+  the binding's `roots`, and sampling entries get no response (2026-07-28 has
+  no per-request error); a legacy `roots/list` gets the same roots and a legacy
+  `sampling/createMessage` the SDK's "Sampling not supported" error.
+- URL elicitation required (JSON-RPC -32042, 2025-11-25): the URL elicitations
+  the error lists are one round; once every one is accepted the original call
+  is sent again (a decline/cancel fails the operation
+  `url_elicitation_declined`/`url_elicitation_cancelled`). The
+  `notifications/elicitation/complete` received while an operation runs are
+  recorded in its result's `_meta["m3/elicitation_complete"]`.
+
+A binding pinned to 2026-07-28 connects by probing and fails the operation
+`protocol_mismatch` when the server offers only an older protocol.
 
 Nothing cuts a resolver's wait short: the SDK sets no request timeout unless
 asked (we never ask), stdio has none, and for HTTP we build the httpx client
@@ -49,26 +62,30 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import httpx2
 from mcp import Client, MCPError, StdioServerParameters
 from mcp.client import Transport
-from mcp.client.session import ClientRequestContext
+from mcp.client.session import ClientRequestContext, IncomingMessage
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import UrlElicitationRequiredError
 from mcp_types import (
     CONNECTION_CLOSED as MCP_CONNECTION_CLOSED,
 )
 from mcp_types import (
     INVALID_REQUEST,
     METHOD_NOT_FOUND,
+    URL_ELICITATION_REQUIRED,
     CallToolResult,
+    ElicitCompleteNotification,
     ElicitRequest,
     ElicitRequestFormParams,
     ElicitRequestParams,
@@ -76,10 +93,14 @@ from mcp_types import (
     ErrorData,
     GetPromptResult,
     Implementation,
+    InputRequests,
     InputRequiredResult,
     InputResponses,
+    ListRootsRequest,
+    ListRootsResult,
     PaginatedRequestParams,
     ReadResourceResult,
+    Root,
     TextContent,
     Tool,
 )
@@ -93,6 +114,7 @@ from m3grpc.harness.base import (
     INVALID_INPUT_RESPONSE,
     INVALID_SERVER_RESULT,
     MCP_ERROR,
+    PROTOCOL_MISMATCH,
     REQUEST_STATE_REJECTED,
     ROUND_LIMIT_EXCEEDED,
     SERVER_UNAVAILABLE,
@@ -100,6 +122,8 @@ from m3grpc.harness.base import (
     TOOL_NOT_FOUND,
     TOOL_NOT_SELECTED,
     UNSUPPORTED_INPUT_REQUEST,
+    URL_ELICITATION_CANCELLED,
+    URL_ELICITATION_DECLINED,
     HarnessTask,
     InputResolver,
     InputRound,
@@ -109,8 +133,12 @@ from m3grpc.harness.base import (
 )
 from m3grpc.harness.convert import domain_request, dump_result, elicit_result
 from m3grpc.harness.diagnostics import StderrTail, connect_failure, connection_lost
-from m3grpc.harness.request_keys import legacy_request_key, mrtr_request_keys
-from m3grpc.servers import StdioServer
+from m3grpc.harness.request_keys import (
+    legacy_request_key,
+    mrtr_request_keys,
+    url_required_request_keys,
+)
+from m3grpc.servers import ServerBinding, StdioServer
 from m3grpc.types import ElicitationResponse, OperationResult
 
 logger = logging.getLogger(__name__)
@@ -124,6 +152,11 @@ _HTTP_TIMEOUT_SECONDS = 30.0
 _STATE_ONLY_RETRY_LIMIT = 64
 _STATE_ONLY_BACKOFF_SECONDS = (0.05, 0.25)
 _TOOL_LIST_PAGE_LIMIT = 100
+
+MRTR_PROTOCOL = "2026-07-28"
+# Where an operation result records the `notifications/elicitation/complete`
+# the server sent while the operation ran: `result["_meta"][...]`, a list of elicitationIds.
+META_ELICITATION_COMPLETE = "m3/elicitation_complete"
 
 _Reply = CallToolResult | GetPromptResult | ReadResourceResult | InputRequiredResult
 
@@ -149,6 +182,8 @@ class _ActiveOperation:
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
     lock: anyio.Lock = field(default_factory=anyio.Lock)
     rounds: int = 0
+    # elicitationIds of `notifications/elicitation/complete` received meanwhile.
+    completed_elicitations: list[str] = field(default_factory=list)
     failure: tuple[str, str] | None = None
     error: BaseException | None = None
 
@@ -178,6 +213,22 @@ class _Outcome:
     # Re-raised by `execute` once the connection is closed, so it surfaces
     # as itself rather than wrapped in the SDK's task-group ExceptionGroups.
     error: BaseException | None = None
+
+
+@dataclass
+class _SplitRequests:
+    """A 2026-07-28 round's input requests, by who answers them."""
+
+    elicitations: dict[str, ElicitRequestParams] = field(default_factory=dict)
+    automatic: InputResponses = field(default_factory=dict)  # roots/list answers
+    refused: list[str] = field(default_factory=list)  # sampling: not answered
+
+
+@dataclass(frozen=True)
+class _Stop:
+    """The operation ends here: `outcome` (None: aborted, see `_ActiveOperation`)."""
+
+    outcome: _Outcome | None
 
 
 def _failed(ref: OperationRef, code: str, message: str, *, stop: bool = False) -> _Outcome:
@@ -306,6 +357,8 @@ class _Run:
         if self._client is None:
             try:
                 self._client = await self._connect(stack)
+            except _ProtocolMismatch as exc:
+                return _failed(ref, PROTOCOL_MISMATCH, str(exc), stop=True)
             except Exception as exc:  # spawn, network and handshake failures alike
                 logger.warning("cannot connect to MCP server %r", ref.server, exc_info=True)
                 tail = await self._stderr.drained() if self._stderr is not None else None
@@ -346,17 +399,26 @@ class _Run:
             target = streamable_http_client(server.url, http_client=http)
         client = Client(
             target,
-            mode=server.protocol,
+            # A pinned 2026-07-28 binding connects as "auto" (discover, else the
+            # initialize handshake) so that a legacy-only server is recognised
+            # and reported (`protocol_mismatch`) instead of failing its first call.
+            mode="auto" if server.protocol == MRTR_PROTOCOL else server.protocol,
             # Given a callback, the SDK declares elicitation {form, url}.
             elicitation_callback=self._on_elicit,
+            # Declares roots; answered from the binding (empty by default).
+            list_roots_callback=self._on_list_roots,
             client_info=self._client_info,
+            message_handler=self._on_message,
             cache=None,  # a script must see the server's current listings
         )
         try:
-            return await stack.enter_async_context(client)
+            entered = await stack.enter_async_context(client)
         finally:
             if self._stderr is not None:
                 self._stderr.release_writer()  # the spawn is over; the server holds its copy
+        if server.protocol == MRTR_PROTOCOL and entered.protocol_version != MRTR_PROTOCOL:
+            raise _ProtocolMismatch(_mismatch_message(server, entered))
+        return entered
 
     async def _listed_tools(self) -> dict[str, Tool]:
         if self._tools is None:
@@ -410,14 +472,26 @@ class _Run:
         responses: InputResponses | None = None
         state: str | None = None
         state_only = 0
+        unattended = 0  # retries that carried only automatic answers (roots)
         delay = _STATE_ONLY_BACKOFF_SECONDS[0]
         while True:
             try:
                 reply = await self._send(ref, responses, state)
-            except (MCPError, ValidationError, RuntimeError) as exc:
+            except MCPError as exc:
+                if exc.code != URL_ELICITATION_REQUIRED:
+                    return self._sdk_failure(ref, exc)
+                # The user must complete URL elicitations first: a round; once
+                # consented, the original call is sent again (a new round if the
+                # server answers the retry with the error again).
+                stop = await self._url_required_round(active, exc)
+                if stop is not None:
+                    return stop.outcome
+                responses, state = None, None
+                continue
+            except (ValidationError, RuntimeError) as exc:
                 return self._sdk_failure(ref, exc)
             if not isinstance(reply, InputRequiredResult):
-                return _Outcome(_completed(ref, reply))
+                return _Outcome(_completed(ref, reply, active.completed_elicitations))
             if responses is not None:
                 # The server answered a retry that carried answers: they reached
                 # it, and new requests mean it asked again (even past the limit).
@@ -437,11 +511,57 @@ class _Run:
                 await anyio.sleep(delay)
                 delay = min(delay * 2, _STATE_ONLY_BACKOFF_SECONDS[1])
                 continue
+            split = self._split_requests(reply.input_requests)
+            if not split.elicitations:
+                # Nothing for a human: answered at once (roots), or nothing to answer.
+                if not split.automatic:
+                    return _failed(
+                        ref,
+                        UNSUPPORTED_INPUT_REQUEST,
+                        f"cannot answer {', '.join(split.refused)}: M3 does not sample",
+                    )
+                unattended += 1
+                if unattended > _STATE_ONLY_RETRY_LIMIT:
+                    return _failed(
+                        ref,
+                        ROUND_LIMIT_EXCEEDED,
+                        "server kept asking for input M3 answers without a round",
+                    )
+                responses = split.automatic
+                continue
             if active.rounds >= active.round_limit:
                 return _failed(ref, ROUND_LIMIT_EXCEEDED, _round_limit_message(active))
-            responses = await self._mrtr_round(active, reply)
-            if responses is None:
+            answers = await self._mrtr_round(active, split.elicitations, reply.request_state)
+            if answers is None:
                 return None
+            responses = {**split.automatic, **answers}
+
+    def _split_requests(self, requests: InputRequests) -> _SplitRequests:
+        """A 2026-07-28 round's input requests by who answers them: elicitations a
+        human (a round), `roots/list` the binding's roots, and sampling nobody: the
+        retry carries no response for it (2026-07-28 has no per-request error; a
+        legacy `sampling/createMessage` gets the JSON-RPC error "Sampling not supported")."""
+        split = _SplitRequests()
+        for wire_key, request in requests.items():
+            if isinstance(request, ElicitRequest):
+                split.elicitations[wire_key] = request.params
+            elif isinstance(request, ListRootsRequest):
+                split.automatic[wire_key] = self._roots()
+            else:
+                split.refused.append(f"{request.method!r} ({wire_key!r})")
+        return split
+
+    def _roots(self) -> ListRootsResult:
+        return ListRootsResult(
+            roots=[
+                Root.model_validate({"uri": root.uri, "name": root.name})
+                for root in self._task.server.roots
+            ]
+        )
+
+    async def _on_list_roots(self, context: ClientRequestContext) -> ListRootsResult | ErrorData:
+        """Legacy `roots/list`: the binding's roots (the same answer as in 2026-07-28)."""
+        return self._roots()
 
     async def _send(
         self, ref: OperationRef, responses: InputResponses | None, state: str | None
@@ -474,23 +594,17 @@ class _Run:
         )
 
     async def _mrtr_round(
-        self, active: _ActiveOperation, reply: InputRequiredResult
+        self,
+        active: _ActiveOperation,
+        params: Mapping[str, ElicitRequestParams],
+        request_state: str | None,
     ) -> InputResponses | None:
-        """Resolve one InputRequiredResult; the retry's input_responses, or None if aborted."""
-        params: dict[str, ElicitRequestParams] = {}
-        for wire_key, request in (reply.input_requests or {}).items():
-            if not isinstance(request, ElicitRequest):
-                active.abort(
-                    failure=(
-                        UNSUPPORTED_INPUT_REQUEST,
-                        f"cannot answer {request.method!r} ({wire_key!r})",
-                    )
-                )
-                return None
-            if (problem := _schema_problem(wire_key, request.params)) is not None:
+        """Resolve the elicitations of one InputRequiredResult as a round; their
+        input_responses for the retry, or None if aborted."""
+        for wire_key, request_params in params.items():
+            if (problem := _schema_problem(wire_key, request_params)) is not None:
                 active.abort(failure=(INVALID_ELICITATION_SCHEMA, problem))
                 return None
-            params[wire_key] = request.params
         wire_keys = mrtr_request_keys(params)
         round = InputRound(
             operation=active.ref,
@@ -499,7 +613,7 @@ class _Run:
                 key: domain_request(params[wire], active.ref, fallback_elicitation_id=key)
                 for key, wire in wire_keys.items()
             },
-            request_state=reply.request_state,
+            request_state=request_state,
             protocol="mrtr",
         )
         active.rounds += 1
@@ -512,6 +626,68 @@ class _Run:
         if results is None:
             return None
         return {wire_keys[key]: result for key, result in results.items()}
+
+    async def _url_required_round(self, active: _ActiveOperation, error: MCPError) -> _Stop | None:
+        """A URL-elicitation-required error (-32042) as a round; None to retry the call."""
+        ref = active.ref
+        try:
+            listed = UrlElicitationRequiredError.from_error(error.error).elicitations
+        except (ValidationError, TypeError, AttributeError) as exc:
+            return _Stop(_failed(ref, INVALID_SERVER_RESULT, f"malformed -32042 error data: {exc}"))
+        if not listed:
+            return _Stop(
+                _failed(
+                    ref,
+                    INVALID_SERVER_RESULT,
+                    f"URL elicitation required error listed no elicitations: {error.message}",
+                )
+            )
+        if active.rounds >= active.round_limit:
+            return _Stop(_failed(ref, ROUND_LIMIT_EXCEEDED, _round_limit_message(active)))
+        keys = url_required_request_keys(listed)
+        round = InputRound(
+            operation=ref,
+            round_index=active.rounds,
+            requests={
+                key: domain_request(listed[index], ref, fallback_elicitation_id=key)
+                for key, index in keys.items()
+            },
+            request_state=None,
+            protocol="legacy",
+        )
+        active.rounds += 1
+        try:
+            answers = await self._resolve(round)
+        except Exception as exc:  # M3Error is recorded, anything else re-raised by _operate
+            active.abort(error=exc)
+            return _Stop(None)
+        if _check_answers(active, round, answers) is None:
+            return _Stop(None)
+        for key, request in round.requests.items():
+            action = answers[key].action
+            if action == "accept":
+                continue
+            code = URL_ELICITATION_DECLINED if action == "decline" else URL_ELICITATION_CANCELLED
+            verb = "declined" if action == "decline" else "cancelled"
+            return _Stop(
+                _failed(
+                    ref,
+                    code,
+                    f"the user {verb} URL elicitation {key!r} ({request.message}); "
+                    f"the server's error was: {error.message}",
+                )
+            )
+        return None
+
+    def _on_notification(self, message: IncomingMessage) -> None:
+        """Record `notifications/elicitation/complete` on the operation in flight."""
+        active = self._active
+        if active is not None and isinstance(message, ElicitCompleteNotification):
+            active.completed_elicitations.append(message.params.elicitation_id)
+
+    async def _on_message(self, message: IncomingMessage) -> None:
+        self._on_notification(message)
+        await anyio.lowlevel.checkpoint()
 
     async def _on_elicit(
         self, context: ClientRequestContext, params: ElicitRequestParams
@@ -575,6 +751,27 @@ class _Run:
         return _failed(ref, INVALID_SERVER_RESULT, str(exc))
 
 
+class _ProtocolMismatch(Exception):
+    """The server does not speak the protocol its binding is pinned to."""
+
+
+def _mismatch_message(server: ServerBinding, client: Client) -> str:
+    session = client.session
+    if session.initialize_result is not None:
+        offered = (
+            f"{session.initialize_result.protocol_version} "
+            "(it answered the initialize handshake, not server/discover)"
+        )
+    elif session.discover_result is not None:
+        offered = ", ".join(session.discover_result.supported_versions)
+    else:
+        offered = client.protocol_version
+    return (
+        f"binding {server.name!r} is pinned to MCP protocol {server.protocol}, "
+        f"but the server offered {offered}"
+    )
+
+
 def _schema_problem(key: str, params: ElicitRequestParams) -> str | None:
     """Why a form request cannot become a round (its schema is not one MCP allows)."""
     if not isinstance(params, ElicitRequestFormParams):
@@ -604,19 +801,27 @@ def _check_answers(
 
 
 def _completed(
-    ref: OperationRef, reply: CallToolResult | GetPromptResult | ReadResourceResult
+    ref: OperationRef,
+    reply: CallToolResult | GetPromptResult | ReadResourceResult,
+    completed_elicitations: Sequence[str] = (),
 ) -> OperationResult:
     failed = isinstance(reply, CallToolResult) and reply.is_error
     message: str | None = None
     if isinstance(reply, CallToolResult) and reply.is_error:
         message = " ".join(block.text for block in reply.content if isinstance(block, TextContent))
+    result = dict(dump_result(reply))
+    if completed_elicitations:
+        # Recorded next to the server's own `_meta`, under M3's prefix.
+        meta = dict(result.get("_meta") or {})
+        meta[META_ELICITATION_COMPLETE] = list(completed_elicitations)
+        result["_meta"] = meta
     return OperationResult(
         logical_operation_id=ref.logical_operation_id,
         server=ref.server,
         operation_kind=ref.operation_kind,
         operation_name=ref.operation_name,
         ok=not failed,
-        result=dump_result(reply),
+        result=result,
         failure_code=TOOL_ERROR if failed else None,
         failure_message=message,
     )
