@@ -13,19 +13,19 @@ from m3grpc.client.aio import (
     AsyncRemoteExecutionHandle,
     AsyncRemoteMCPTestKit,
 )
-from m3grpc.client.errors import RemoteCallError
-from m3grpc.client.events import (
-    ExecutionFinished,
-    RoundLeftPending,
-    RoundPending,
-    WatchEvent,
-)
 from m3grpc.client.sync import (
     RemoteAgent,
     RemoteExecutionHandle,
     RemoteMCPTestKit,
     RespondOutcome,
 )
+from m3grpc.wire.events import (
+    ExecutionFinished,
+    RoundLeftPending,
+    RoundPending,
+    WatchEvent,
+)
+from m3grpc.wire.status import RemoteCallError
 
 __all__ = [
     "AsyncRemoteAgent",
