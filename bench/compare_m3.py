@@ -161,7 +161,7 @@ class Remote(System):
         return handle
 
     async def follow(self) -> None:
-        from m3grpc.client.events import RoundPending
+        from m3grpc.client import RoundPending
 
         async for event in self.kit.watch_pending():
             if isinstance(event, RoundPending):
@@ -420,8 +420,7 @@ class Scale:
 async def run_watchers(args: argparse.Namespace, protocol: Protocol) -> None:
     """K WatchPending subscribers; for every round that becomes pending, each records
     receive time - the round's create time (both the machine's wall clock)."""
-    from m3grpc.client import AsyncRemoteMCPTestKit
-    from m3grpc.client.events import RoundPending
+    from m3grpc.client import AsyncRemoteMCPTestKit, RoundPending
 
     latencies: list[list[float]] = [[] for _ in range(args.watchers)]
     done = asyncio.Event()

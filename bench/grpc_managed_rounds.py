@@ -56,7 +56,7 @@ if str(REPO_ROOT) not in sys.path:
 
 import grpc  # noqa: E402
 
-from m3grpc.api.gen.m3.v1 import (  # noqa: E402
+from m3grpc.wire.gen.m3.v1 import (  # noqa: E402
     elicitation_pb2,
     elicitation_service_pb2,
     elicitation_service_pb2_grpc,

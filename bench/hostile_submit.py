@@ -35,7 +35,7 @@ if str(REPO_ROOT) not in sys.path:
 
 import grpc  # noqa: E402
 
-from m3grpc.api.gen.m3.v1 import execution_pb2, execution_service_pb2  # noqa: E402
+from m3grpc.wire.gen.m3.v1 import execution_pb2, execution_service_pb2  # noqa: E402
 from tests.api.conftest import ServerProcess, Stubs, write_config  # noqa: E402
 
 

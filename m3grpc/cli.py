@@ -14,8 +14,29 @@ import logging
 import sys
 from collections.abc import Sequence
 
+# What `serve` and `demo` need beyond the remote client's dependencies (the
+# `server` extra of the distribution).
+_SERVER_MODULES = ("sqlalchemy", "jsonschema", "mcp", "grpc_health", "grpc_reflection")
+
+
+def _missing_server_modules() -> list[str]:
+    return [name for name in _SERVER_MODULES if importlib.util.find_spec(name) is None]
+
+
+def _require_server(command: str) -> bool:
+    missing = _missing_server_modules()
+    if missing:
+        print(
+            f"m3grpc: `m3grpc {command}` needs the server extra "
+            f"(pip install 'm3grpc[server]'); missing: {', '.join(missing)}",
+            file=sys.stderr,
+        )
+    return not missing
+
 
 def _serve(args: argparse.Namespace) -> int:
+    if not _require_server("serve"):
+        return 2
     # Imported here so `m3grpc --help` stays fast and needs no grpc.
     from m3grpc.api.config import ConfigError, load_config
     from m3grpc.api.server import StartupError, serve
@@ -43,6 +64,8 @@ def _demo_available() -> bool:
 
 
 def _demo(argv: Sequence[str]) -> int:
+    if not _require_server("demo"):
+        return 2
     demo = importlib.import_module("m3grpc.demo")
     result = demo.main(list(argv))
     return int(result or 0)

@@ -16,7 +16,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "${ROOT}"
 
-GEN_DIRS=(m3grpc/api/gen clients/typescript/src/gen clients/go/gen)
+GEN_DIRS=(m3grpc/wire/gen clients/typescript/src/gen clients/go/gen)
 BASELINE="proto/baseline/m3.v1.binpb"
 
 BUF="$(bash scripts/install-buf.sh)"

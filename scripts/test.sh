@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-python3 -m pip install --quiet --disable-pip-version-check -e ".[dev]"
+python3 -m pip install --quiet --disable-pip-version-check -e ".[server,dev]"
 
 M3_TEST_POSTGRES_URL="$(bash scripts/start-postgres.sh)"
 export M3_TEST_POSTGRES_URL

@@ -68,8 +68,7 @@ from pydantic import (
     model_validator,
 )
 
-from m3grpc.harness.codex import CodexSettings
-from m3grpc.runtime import WorkerSettings
+from m3grpc.runtime import CodexSettings, WorkerSettings
 from m3grpc.runtime.limits import Limits
 from m3grpc.servers import HttpServer, ServerBinding, StdioServer
 

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import asyncio
 
-from m3grpc.api import convert, guard, messages, tokens
-from m3grpc.api.gen.m3.v1 import elicitation_pb2, elicitation_service_pb2_grpc
-from m3grpc.api.gen.m3.v1 import elicitation_service_pb2 as pb
+from m3grpc.api import guard, tokens
 from m3grpc.api.guard import Context
-from m3grpc.api.redaction import elicitation_round_message
 from m3grpc.errors import FieldViolation, ManagedInputValidationError
-from m3grpc.runtime import Runtime
+from m3grpc.runtime import Runtime, redact_responses
 from m3grpc.runtime.limits import MAX_ID_CHARS, clip
-from m3grpc.types import ManagedInputStatus
+from m3grpc.types import ManagedInputRecord, ManagedInputStatus
+from m3grpc.wire import convert, messages
+from m3grpc.wire.gen.m3.v1 import elicitation_pb2, elicitation_service_pb2_grpc
+from m3grpc.wire.gen.m3.v1 import elicitation_service_pb2 as pb
 
 DEFAULT_PAGE_SIZE = 50
 MAX_PAGE_SIZE = 1000
@@ -68,7 +68,7 @@ class ElicitationService(elicitation_service_pb2_grpc.ElicitationServiceServicer
     @guard.unary
     async def GetRound(self, request: pb.GetRoundRequest, context: Context) -> pb.GetRoundResponse:
         record = await self._runtime.get_round(request.round_id)
-        return pb.GetRoundResponse(round=elicitation_round_message(record))
+        return pb.GetRoundResponse(round=_round_message(record))
 
     @guard.unary
     async def ListRounds(
@@ -99,7 +99,7 @@ class ElicitationService(elicitation_service_pb2_grpc.ElicitationServiceServicer
         response = pb.ListRoundsResponse()
         used = 0
         for index, record in enumerate(page):
-            message = elicitation_round_message(record)
+            message = _round_message(record)
             used += message.ByteSize() + 8  # field tag and length
             if index and used > MAX_PAGE_BYTES:
                 page = page[:index]  # the rest comes with the next page
@@ -117,3 +117,9 @@ def _invalid(field: str, why: str) -> ManagedInputValidationError:
     return ManagedInputValidationError(
         f"invalid {field}", field_violations=[FieldViolation(field, why)]
     )
+
+
+def _round_message(record: ManagedInputRecord) -> elicitation_pb2.ElicitationRound:
+    # The store's projection, from the record already read (one query per page).
+    redacted = redact_responses(record) if record.responses is not None else None
+    return messages.elicitation_round_message(record, redacted)

@@ -4,19 +4,27 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Mapping
+from typing import Any
 
 from grpc_status import rpc_status
 
-from m3grpc.api import convert, guard, messages, spec_codec
-from m3grpc.api.gen.m3.v1 import execution_service_pb2 as pb
-from m3grpc.api.gen.m3.v1 import execution_service_pb2_grpc
+from m3grpc.api import guard
 from m3grpc.api.guard import Context
-from m3grpc.api.status import shutting_down_status
 from m3grpc.api.watch import PendingWatch, ServiceShuttingDown
-from m3grpc.errors import FieldViolation, ModelValidationError, ResultWaitTimeout
+from m3grpc.errors import (
+    FieldViolation,
+    ModelValidationError,
+    ResultWaitTimeout,
+    ServerBindingNotFoundError,
+)
 from m3grpc.runtime import Runtime
-from m3grpc.runtime.limits import MAX_ID_CHARS
+from m3grpc.runtime.limits import MAX_ID_CHARS, clip
 from m3grpc.servers import ServerBinding
+from m3grpc.types import HumanInput
+from m3grpc.wire import convert, messages, spec_codec
+from m3grpc.wire.gen.m3.v1 import execution_service_pb2 as pb
+from m3grpc.wire.gen.m3.v1 import execution_service_pb2_grpc
+from m3grpc.wire.status import shutting_down_status
 
 # Stop a Result wait a little before the call's own deadline, so the typed
 # RESULT_WAIT_TIMEOUT reaches the client rather than a bare DEADLINE_EXCEEDED.
@@ -35,9 +43,7 @@ class ExecutionService(execution_service_pb2_grpc.ExecutionServiceServicer):
     async def Submit(self, request: pb.SubmitRequest, context: Context) -> pb.SubmitResponse:
         # Off the event loop: converting a large request is work in proportion
         # to its size, and the loop serves every other call meanwhile.
-        document, human_input = await asyncio.to_thread(
-            spec_codec.submission, request, self._bindings
-        )
+        document, human_input = await asyncio.to_thread(_submission, request, self._bindings)
         # Violations the model layer finds name model fields; guard maps them to
         # request paths.
         created = await self._runtime.submit(
@@ -123,3 +129,19 @@ def _execution_id(value: str) -> str:
             ],
         )
     return value
+
+
+def _submission(
+    request: pb.SubmitRequest, bindings: Mapping[str, ServerBinding]
+) -> tuple[dict[str, Any], HumanInput]:
+    """The spec document and human_input of a SubmitRequest, with the named
+    binding swapped for the one this service configures."""
+    document, human_input = spec_codec.submission(request)
+    name = document["server"]
+    binding = bindings.get(name)
+    if binding is None:
+        raise ServerBindingNotFoundError(
+            f"no server binding named {clip(name)} is configured", metadata={"server": clip(name)}
+        )
+    document["server"] = binding.model_dump(mode="json")
+    return document, human_input

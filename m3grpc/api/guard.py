@@ -11,6 +11,7 @@ with its typed INVALID_ARGUMENT before the handler runs.
 from __future__ import annotations
 
 import functools
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, NoReturn, TypeAlias, TypeVar
 
@@ -20,8 +21,10 @@ from grpc_status import rpc_status
 
 from m3grpc.api import request_paths
 from m3grpc.api.registration import Undecodable
-from m3grpc.api.status import code_for, log_unexpected, status_for
 from m3grpc.errors import M3Error, ManagedInputValidationError, ModelValidationError
+from m3grpc.wire.status import code_for, status_for
+
+log = logging.getLogger(__name__)
 
 Req = TypeVar("Req")
 Resp = TypeVar("Resp")
@@ -42,7 +45,7 @@ async def _fail(context: Context, method: str, request: object, error: Exception
     if isinstance(error, grpc.aio.AbortError):
         raise error  # the handler already chose a status
     if not (isinstance(error, M3Error) and code_for(error) is not None):
-        log_unexpected(method, error)
+        log.error("unexpected error in %s", method, exc_info=error)
     if isinstance(error, ModelValidationError | ManagedInputValidationError) and isinstance(
         request, message.Message
     ):

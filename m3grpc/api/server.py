@@ -21,12 +21,11 @@ from grpc_reflection.v1alpha import reflection
 from m3grpc.api.config import ServiceConfig, check_listen
 from m3grpc.api.elicitation_service import ElicitationService
 from m3grpc.api.execution_service import ExecutionService
-from m3grpc.api.gen.m3.v1 import elicitation_service_pb2, execution_service_pb2
 from m3grpc.api.registration import add_servicer
 from m3grpc.api.watch import PendingWatch
 from m3grpc.errors import ManagedInputValidationError, ModelValidationError
-from m3grpc.runtime import Runtime, default_harnesses
-from m3grpc.storage import SqlExecutionStore
+from m3grpc.runtime import Runtime, SqlExecutionStore, default_harnesses
+from m3grpc.wire.gen.m3.v1 import elicitation_service_pb2, execution_service_pb2
 
 log = logging.getLogger(__name__)
 

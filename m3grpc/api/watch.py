@@ -21,12 +21,11 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
-from m3grpc.api import convert, messages
-from m3grpc.api.gen.m3.v1 import execution_service_pb2
 from m3grpc.api.tokens import Cursor, Keyset, cursor_token, read_cursor
-from m3grpc.runtime import Runtime
-from m3grpc.storage import EventKind, StoredEvent
+from m3grpc.runtime import EventKind, Runtime, StoredEvent
 from m3grpc.types import ExecutionStatus, ManagedInputRecord, ManagedInputStatus
+from m3grpc.wire import events
+from m3grpc.wire.gen.m3.v1 import execution_service_pb2
 
 _PAGE = 500
 WatchEvent = execution_service_pb2.WatchPendingResponse
@@ -113,10 +112,7 @@ class PendingWatch:
     @staticmethod
     def _snapshot_event(cursor: Cursor, record: ManagedInputRecord) -> WatchEvent:
         position = Cursor(cursor.seq, cursor.execution_id, _keyset(record))
-        return WatchEvent(
-            cursor=cursor_token(position),
-            round_pending=messages.pending_round_message(record),
-        )
+        return events.round_pending_message(cursor_token(position), record)
 
     # -- live ---------------------------------------------------------------------------
 
@@ -166,17 +162,14 @@ class PendingWatch:
         token = cursor_token(position)
         if event.kind is EventKind.ROUND_PENDING and event.round_id is not None:
             record = await self._runtime.get_round(event.round_id)
-            return WatchEvent(cursor=token, round_pending=messages.pending_round_message(record))
+            return events.round_pending_message(token, record)
         if event.kind is EventKind.ROUND_LEFT_PENDING and event.round_id is not None:
-            left = execution_service_pb2.RoundLeftPending(
-                round_id=event.round_id,
-                execution_id=event.execution_id,
-                status=convert.ROUND_STATUS.wire(event.status or ManagedInputStatus.FAILED.value),
+            return events.round_left_pending_message(
+                token, event.round_id, event.execution_id, event.status
             )
-            return WatchEvent(cursor=token, round_left_pending=left)
         if event.kind is EventKind.EXECUTION_FINISHED:
             state = await self._runtime.snapshot(event.execution_id)
-            return WatchEvent(cursor=token, execution_finished=messages.state_message(state))
+            return events.execution_finished_message(token, state)
         return None  # round_changed: internal
 
 

@@ -6,6 +6,11 @@ Swap how the kit is built and the seed program runs unchanged:
 
 Servers are referred to by binding name (or any object with a `.name`); the
 service decides what a binding runs.
+
+The client depends on `m3grpc.wire` and the light model modules only, so it
+installs alone (`pip install m3grpc`, without the `server` extra: grpcio,
+grpcio-status, protobuf and pydantic) and importing it loads none of the
+service's modules or dependencies (docs/architecture.md).
 """
 
 from m3grpc.client.aio import (
@@ -13,19 +18,19 @@ from m3grpc.client.aio import (
     AsyncRemoteExecutionHandle,
     AsyncRemoteMCPTestKit,
 )
-from m3grpc.client.errors import RemoteCallError
-from m3grpc.client.events import (
-    ExecutionFinished,
-    RoundLeftPending,
-    RoundPending,
-    WatchEvent,
-)
 from m3grpc.client.sync import (
     RemoteAgent,
     RemoteExecutionHandle,
     RemoteMCPTestKit,
     RespondOutcome,
 )
+from m3grpc.wire.events import (
+    ExecutionFinished,
+    RoundLeftPending,
+    RoundPending,
+    WatchEvent,
+)
+from m3grpc.wire.status import RemoteCallError
 
 __all__ = [
     "AsyncRemoteAgent",

@@ -19,17 +19,6 @@ from typing import Any, TypeVar
 
 import grpc
 
-from m3grpc.api import messages
-from m3grpc.api.gen.m3.v1 import (
-    elicitation_service_pb2,
-    elicitation_service_pb2_grpc,
-    execution_service_pb2,
-    execution_service_pb2_grpc,
-)
-from m3grpc.client import requests
-from m3grpc.client.errors import typed_error
-from m3grpc.client.events import WatchEvent, event_from_message
-from m3grpc.client.requests import ServerRef
 from m3grpc.specs import AgentSpec, ElicitationPlan, OperationSpec, ScriptStep
 from m3grpc.types import (
     ElicitationResponse,
@@ -39,6 +28,16 @@ from m3grpc.types import (
     ManagedInputStatus,
     PendingElicitationRound,
 )
+from m3grpc.wire import messages, requests
+from m3grpc.wire.events import WatchEvent, event_from_message
+from m3grpc.wire.gen.m3.v1 import (
+    elicitation_service_pb2,
+    elicitation_service_pb2_grpc,
+    execution_service_pb2,
+    execution_service_pb2_grpc,
+)
+from m3grpc.wire.requests import ServerRef
+from m3grpc.wire.status import typed_error
 
 T = TypeVar("T")
 

@@ -1,6 +1,22 @@
-"""The execution runtime: worker pool, managed-input coordination, deadlines, recovery."""
+"""The execution runtime: worker pool, managed-input coordination, deadlines, recovery.
 
+The api layer reaches storage and the harnesses only through the names
+re-exported here.
+"""
+
+from m3grpc.harness.codex import CodexSettings
 from m3grpc.runtime.service import Runtime, default_harnesses
 from m3grpc.runtime.worker import WorkerSettings
+from m3grpc.storage import EventKind, SqlExecutionStore, StoredEvent
+from m3grpc.storage.managed_input import redact_responses
 
-__all__ = ["Runtime", "WorkerSettings", "default_harnesses"]
+__all__ = [
+    "CodexSettings",
+    "EventKind",
+    "Runtime",
+    "SqlExecutionStore",
+    "StoredEvent",
+    "WorkerSettings",
+    "default_harnesses",
+    "redact_responses",
+]

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from m3grpc.api.gen.m3.v1 import execution_pb2
+from m3grpc.wire.gen.m3.v1 import execution_pb2
 from tests.api.conftest import ServerProcess, Stubs, write_config
 
 # What a server started in an environment without its SDK prints before exiting 1.

@@ -18,7 +18,6 @@ import pytest
 
 from m3grpc.api.elicitation_service import ElicitationService
 from m3grpc.api.execution_service import ExecutionService
-from m3grpc.api.gen.m3.v1 import elicitation_service_pb2, execution_service_pb2
 from m3grpc.api.registration import add_servicer
 from m3grpc.api.watch import PendingWatch
 from m3grpc.client import (
@@ -34,6 +33,7 @@ from m3grpc.errors import (
     ModelValidationError,
     ServiceShuttingDownError,
 )
+from m3grpc.wire.gen.m3.v1 import elicitation_service_pb2, execution_service_pb2
 
 from .conftest import ServerProcess, start_server
 

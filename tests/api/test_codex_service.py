@@ -14,8 +14,8 @@ from pathlib import Path
 import grpc
 import pytest
 
-from m3grpc.api.gen.m3.v1 import execution_pb2, execution_service_pb2
 from m3grpc.devtools.fake_model import FAKE_API_KEY, FAKE_MODEL_NAME, FakeModel
+from m3grpc.wire.gen.m3.v1 import execution_pb2, execution_service_pb2
 from tests.support.codex import codex_binary, codex_processes, homes_of
 
 from .conftest import Stubs, expect_failure, respond_request, start_server

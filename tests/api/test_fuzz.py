@@ -31,7 +31,7 @@ from google.rpc import error_details_pb2
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from m3grpc.api.gen.m3.v1 import (
+from m3grpc.wire.gen.m3.v1 import (
     elicitation_pb2,
     elicitation_service_pb2,
     execution_pb2,

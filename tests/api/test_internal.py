@@ -12,13 +12,13 @@ import pytest
 
 from m3grpc.api.elicitation_service import ElicitationService
 from m3grpc.api.execution_service import ExecutionService
-from m3grpc.api.gen.m3.v1 import (
+from m3grpc.api.watch import PendingWatch
+from m3grpc.wire.gen.m3.v1 import (
     elicitation_service_pb2,
     elicitation_service_pb2_grpc,
     execution_service_pb2,
     execution_service_pb2_grpc,
 )
-from m3grpc.api.watch import PendingWatch
 
 from .conftest import failure
 

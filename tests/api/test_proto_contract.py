@@ -20,7 +20,8 @@ from google.protobuf.descriptor import (
 )
 
 from m3grpc import errors, types
-from m3grpc.api.gen.m3.v1 import (
+from m3grpc.client import RemoteCallError
+from m3grpc.wire.gen.m3.v1 import (
     elicitation_pb2,
     elicitation_service_pb2,
     elicitation_service_pb2_grpc,
@@ -29,20 +30,19 @@ from m3grpc.api.gen.m3.v1 import (
     execution_service_pb2,
     execution_service_pb2_grpc,
 )
-from m3grpc.client.errors import RemoteCallError
 
 ROOT = Path(__file__).resolve().parents[2]
-GEN_DIR = ROOT / "m3grpc" / "api" / "gen"
+GEN_DIR = ROOT / "m3grpc" / "wire" / "gen"
 BASELINE = ROOT / "proto" / "baseline" / "m3.v1.binpb"
 
 GENERATED_MODULES = [
-    "m3grpc.api.gen.m3.v1.error_reason_pb2",
-    "m3grpc.api.gen.m3.v1.execution_pb2",
-    "m3grpc.api.gen.m3.v1.elicitation_pb2",
-    "m3grpc.api.gen.m3.v1.execution_service_pb2",
-    "m3grpc.api.gen.m3.v1.execution_service_pb2_grpc",
-    "m3grpc.api.gen.m3.v1.elicitation_service_pb2",
-    "m3grpc.api.gen.m3.v1.elicitation_service_pb2_grpc",
+    "m3grpc.wire.gen.m3.v1.error_reason_pb2",
+    "m3grpc.wire.gen.m3.v1.execution_pb2",
+    "m3grpc.wire.gen.m3.v1.elicitation_pb2",
+    "m3grpc.wire.gen.m3.v1.execution_service_pb2",
+    "m3grpc.wire.gen.m3.v1.execution_service_pb2_grpc",
+    "m3grpc.wire.gen.m3.v1.elicitation_service_pb2",
+    "m3grpc.wire.gen.m3.v1.elicitation_service_pb2_grpc",
 ]
 
 # ErrorInfo reasons raised by the service layer rather than by an M3Error of
@@ -347,5 +347,5 @@ def test_generated_python_is_up_to_date(tmp_path: Path) -> None:
         }
 
     assert tree(tmp_path / "gen") == tree(GEN_DIR), (
-        "m3grpc/api/gen is stale: run scripts/gen-proto.sh"
+        "m3grpc/wire/gen is stale: run scripts/gen-proto.sh"
     )

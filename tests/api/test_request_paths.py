@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 
 from m3grpc import fieldpath
-from m3grpc.api.gen.m3.v1 import elicitation_service_pb2, execution_pb2, execution_service_pb2
 from m3grpc.api.request_paths import violations_for
 from m3grpc.errors import FieldViolation
+from m3grpc.wire.gen.m3.v1 import elicitation_service_pb2, execution_pb2, execution_service_pb2
 
 from .pathwalk import assert_request_path
 

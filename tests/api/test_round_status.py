@@ -20,7 +20,7 @@ import pytest
 from google.protobuf import struct_pb2
 from google.rpc import error_details_pb2
 
-from m3grpc.api.gen.m3.v1 import (
+from m3grpc.wire.gen.m3.v1 import (
     elicitation_pb2,
     elicitation_service_pb2,
     execution_pb2,

@@ -10,7 +10,7 @@ from grpc_reflection.v1alpha.proto_reflection_descriptor_database import (
     ProtoReflectionDescriptorDatabase,
 )
 
-from m3grpc.api.gen.m3.v1 import (
+from m3grpc.wire.gen.m3.v1 import (
     elicitation_pb2,
     elicitation_service_pb2,
     execution_pb2,

@@ -11,12 +11,12 @@ import pytest
 from google.rpc import error_details_pb2
 
 from m3grpc import errors
-from m3grpc.api import convert, tokens
+from m3grpc.api import tokens
 from m3grpc.api.config import ConfigError, load_config
-from m3grpc.api.status import code_for, internal_status, status_for
-from m3grpc.client.errors import error_from_status
 from m3grpc.errors import ConflictKind, FieldViolation
 from m3grpc.servers import HttpServer, StdioServer
+from m3grpc.wire import convert
+from m3grpc.wire.status import code_for, error_from_status, internal_status, status_for
 
 ROOT = Path(__file__).resolve().parents[2]
 

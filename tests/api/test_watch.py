@@ -15,7 +15,7 @@ from typing import Any
 import grpc
 import pytest
 
-from m3grpc.api.gen.m3.v1 import (
+from m3grpc.wire.gen.m3.v1 import (
     elicitation_pb2,
     execution_pb2,
     execution_service_pb2,

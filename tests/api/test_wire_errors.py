@@ -21,7 +21,7 @@ from google.protobuf import duration_pb2, struct_pb2
 from google.protobuf.descriptor import Descriptor
 from google.rpc import error_details_pb2
 
-from m3grpc.api.gen.m3.v1 import (
+from m3grpc.wire.gen.m3.v1 import (
     elicitation_pb2,
     elicitation_service_pb2,
     execution_pb2,

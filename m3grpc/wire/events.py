@@ -1,16 +1,19 @@
-"""Typed WatchPending events. Each carries the `cursor` to resume after it."""
+"""WatchPending events, both directions: the service builds WatchPendingResponse
+messages (`*_message`), the client reads them into typed events
+(`event_from_message`). Each carries the `cursor` to resume after it."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from m3grpc.api import messages
-from m3grpc.api.gen.m3.v1 import execution_service_pb2
 from m3grpc.types import (
     ExecutionState,
+    ManagedInputRecord,
     ManagedInputStatus,
     PendingElicitationRound,
 )
+from m3grpc.wire import convert, messages
+from m3grpc.wire.gen.m3.v1 import execution_service_pb2
 
 
 @dataclass(frozen=True)
@@ -70,3 +73,34 @@ def event_from_message(message: execution_service_pb2.WatchPendingResponse) -> W
             cursor=message.cursor, state=messages.state_model(message.execution_finished)
         )
     return None
+
+
+# -- the service: events -> WatchPendingResponse -------------------------------------
+
+
+def round_pending_message(
+    cursor: str, record: ManagedInputRecord
+) -> execution_service_pb2.WatchPendingResponse:
+    return execution_service_pb2.WatchPendingResponse(
+        cursor=cursor, round_pending=messages.pending_round_message(record)
+    )
+
+
+def round_left_pending_message(
+    cursor: str, round_id: str, execution_id: str, status: str | None
+) -> execution_service_pb2.WatchPendingResponse:
+    """`status`: the round's status after it left pending (FAILED when unknown)."""
+    left = execution_service_pb2.RoundLeftPending(
+        round_id=round_id,
+        execution_id=execution_id,
+        status=convert.ROUND_STATUS.wire(status or ManagedInputStatus.FAILED.value),
+    )
+    return execution_service_pb2.WatchPendingResponse(cursor=cursor, round_left_pending=left)
+
+
+def execution_finished_message(
+    cursor: str, state: ExecutionState
+) -> execution_service_pb2.WatchPendingResponse:
+    return execution_service_pb2.WatchPendingResponse(
+        cursor=cursor, execution_finished=messages.state_message(state)
+    )

@@ -10,8 +10,6 @@ from collections.abc import Mapping
 from typing import Any, cast
 
 from m3grpc import fieldpath
-from m3grpc.api import convert
-from m3grpc.api.gen.m3.v1 import elicitation_pb2, execution_pb2
 from m3grpc.errors import FieldViolation, ManagedInputValidationError
 from m3grpc.types import (
     AgentReport,
@@ -28,8 +26,11 @@ from m3grpc.types import (
     NativePrompt,
     OperationResult,
     PendingElicitationRound,
+    RedactedResponses,
     UrlElicitationRequest,
 )
+from m3grpc.wire import convert
+from m3grpc.wire.gen.m3.v1 import elicitation_pb2, execution_pb2
 
 # -- elicitation requests ---------------------------------------------------------
 
@@ -118,6 +119,50 @@ def pending_round_model(
         request_state=message.request_state if message.HasField("request_state") else None,
         deadline=convert.optional_timestamp(message, "deadline"),
     )
+
+
+def elicitation_round_message(
+    record: ManagedInputRecord, redacted: RedactedResponses | None
+) -> elicitation_pb2.ElicitationRound:
+    """The operator's view of a round (GetRound, ListRounds): responses redacted
+    (`redacted`, the store's projection of the record: actions and content keys,
+    never content values), no lease token, no request_state. Server side only."""
+    pending = record.pending
+    message = elicitation_pb2.ElicitationRound(
+        round_id=pending.round_id,
+        execution_id=pending.execution_id,
+        logical_operation_id=pending.logical_operation_id,
+        server=pending.server,
+        operation_kind=convert.OPERATION_KIND.wire(pending.operation_kind),
+        operation_name=pending.operation_name,
+        round_index=record.round_index,
+        round_limit=record.round_limit,
+        status=convert.ROUND_STATUS.wire(record.status),
+        delivery_attempts=record.delivery_attempts,
+        create_time=convert.timestamp(record.created_at),
+        update_time=convert.timestamp(record.updated_at),
+        failure_code=record.failure_code or "",
+        failure_message=record.failure_message or "",
+    )
+    for key, request in pending.requests.items():
+        message.requests[key].CopyFrom(request_message(request))
+    if record.responses is not None and redacted is not None:
+        message.responses.idempotency_key = redacted.idempotency_key or ""
+        message.responses.digest = redacted.digest or ""
+        for key, action in redacted.actions.items():
+            message.responses.responses[key].action = convert.ACTION.wire(action)
+            message.responses.responses[key].content_keys.extend(redacted.content_keys[key])
+    for field, value in (
+        ("deadline", pending.deadline),
+        ("response_validate_time", record.response_validated_at),
+        ("delivery_start_time", record.delivery_started_at),
+        ("deliver_time", record.delivered_at),
+        ("resolve_time", record.resolved_at),
+        ("fail_time", record.failed_at),
+    ):
+        if value is not None:
+            getattr(message, field).CopyFrom(convert.timestamp(value))
+    return message
 
 
 # -- responses ------------------------------------------------------------------------

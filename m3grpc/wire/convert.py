@@ -13,7 +13,6 @@ from typing import Any, cast
 from google.protobuf import duration_pb2, struct_pb2, timestamp_pb2
 
 from m3grpc import fieldpath
-from m3grpc.api.gen.m3.v1 import elicitation_pb2, execution_pb2
 from m3grpc.types import (
     ElicitationAction,
     ExecutionOutcome,
@@ -22,6 +21,7 @@ from m3grpc.types import (
     ManagedInputStatus,
     OperationKind,
 )
+from m3grpc.wire.gen.m3.v1 import elicitation_pb2, execution_pb2
 
 # Struct numbers are doubles; integral values up to 2**53 are exact, so they go
 # back to int (an MCP server's `int` field would reject 2.0 in strict mode).

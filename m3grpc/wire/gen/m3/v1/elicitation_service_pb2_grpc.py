@@ -3,7 +3,7 @@
 import grpc
 import warnings
 
-from m3grpc.api.gen.m3.v1 import elicitation_service_pb2 as m3_dot_v1_dot_elicitation__service__pb2
+from m3grpc.wire.gen.m3.v1 import elicitation_service_pb2 as m3_dot_v1_dot_elicitation__service__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__

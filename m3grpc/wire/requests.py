@@ -1,4 +1,6 @@
-"""Request building shared by the sync and async remote clients.
+"""Request building shared by the sync and async remote clients: the client's
+direction of SubmitRequest (the service's: `spec_codec.submission`),
+RespondRequest (`messages.responses_model`) and ResultRequest.
 
 Arguments are checked the way the embedded API checks them (same typed
 errors); only binding names go on the wire.
@@ -11,14 +13,14 @@ from typing import Any, Protocol
 
 from pydantic import TypeAdapter, ValidationError
 
-from m3grpc.api import convert, messages, spec_codec
-from m3grpc.api.gen.m3.v1 import (
-    elicitation_service_pb2,
-    execution_service_pb2,
-)
 from m3grpc.errors import FieldViolation, ModelValidationError
 from m3grpc.specs import AgentSpec, ElicitationPlan, OperationSpec, ScriptStep
 from m3grpc.types import ElicitationResponse
+from m3grpc.wire import convert, messages, spec_codec
+from m3grpc.wire.gen.m3.v1 import (
+    elicitation_service_pb2,
+    execution_service_pb2,
+)
 
 HUMAN_INPUT_VALUES = ("fail", "managed")
 # Result waits get this much longer as the call deadline than the server-side

@@ -1,4 +1,4 @@
-from m3grpc.api.gen.m3.v1 import elicitation_pb2 as _elicitation_pb2
+from m3grpc.wire.gen.m3.v1 import elicitation_pb2 as _elicitation_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message

@@ -1,8 +1,8 @@
 import datetime
 
 from google.protobuf import duration_pb2 as _duration_pb2
-from m3grpc.api.gen.m3.v1 import elicitation_pb2 as _elicitation_pb2
-from m3grpc.api.gen.m3.v1 import execution_pb2 as _execution_pb2
+from m3grpc.wire.gen.m3.v1 import elicitation_pb2 as _elicitation_pb2
+from m3grpc.wire.gen.m3.v1 import execution_pb2 as _execution_pb2
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from collections.abc import Mapping as _Mapping

@@ -2,7 +2,7 @@ import datetime
 
 from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
-from m3grpc.api.gen.m3.v1 import execution_pb2 as _execution_pb2
+from m3grpc.wire.gen.m3.v1 import execution_pb2 as _execution_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor

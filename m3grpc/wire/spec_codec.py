@@ -1,24 +1,22 @@
 """Execution specs on the wire: SubmitRequest <-> the model's spec documents.
 
 A client names a server binding; the service swaps in the binding it
-configures, so a client can never make the service run a command of its
-choosing. Field paths of violations are paths into the request
+configures (`m3grpc.api.execution_service`), so a client can never make the
+service run a command of its choosing. Field paths of violations are paths into the request
 (`agent.tools[1]`), as error_reason.proto promises; `guard` maps those the
 model layer raises (see request_paths).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any, cast
 
-from m3grpc.api import convert
-from m3grpc.api.gen.m3.v1 import execution_pb2, execution_service_pb2
-from m3grpc.errors import FieldViolation, ModelValidationError, ServerBindingNotFoundError
-from m3grpc.runtime.limits import clip
-from m3grpc.servers import ServerBinding
+from m3grpc.errors import FieldViolation, ModelValidationError
 from m3grpc.specs import AgentSpec, ElicitationPlan, OperationSpec, PlanRule, ScriptStep
 from m3grpc.types import HumanInput
+from m3grpc.wire import convert
+from m3grpc.wire.gen.m3.v1 import execution_pb2, execution_service_pb2
 
 _ANSWERS = {"decline": "decline", "cancel": "cancel"}
 
@@ -26,9 +24,10 @@ _ANSWERS = {"decline": "decline", "cancel": "cancel"}
 
 
 def submission(
-    request: execution_service_pb2.SubmitRequest, bindings: Mapping[str, ServerBinding]
+    request: execution_service_pb2.SubmitRequest,
 ) -> tuple[dict[str, Any], HumanInput]:
-    """The spec document and human_input of a SubmitRequest, bindings resolved."""
+    """The spec document and human_input of a SubmitRequest; the document's
+    `server` is the binding name the client gave (the service resolves it)."""
     violations: list[FieldViolation] = []
     human_input = convert.HUMAN_INPUT.model(request.human_input)
     if request.human_input == execution_pb2.HUMAN_INPUT_UNSPECIFIED:
@@ -45,13 +44,6 @@ def submission(
         violations.append(FieldViolation("spec", "set agent or operation"))
     if violations:
         raise ModelValidationError("invalid submission", field_violations=violations)
-    name = document["server"]
-    binding = bindings.get(name)
-    if binding is None:
-        raise ServerBindingNotFoundError(
-            f"no server binding named {clip(name)} is configured", metadata={"server": clip(name)}
-        )
-    document["server"] = binding.model_dump(mode="json")
     return document, cast(HumanInput, human_input)
 
 

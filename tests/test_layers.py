@@ -1,0 +1,140 @@
+"""The layer picture of docs/architecture.md, enforced: every m3grpc module's
+m3grpc imports (and, for the light layers, third-party imports) against the
+allowed-dependency table. Imports inside functions and TYPE_CHECKING blocks count."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "m3grpc"
+
+MODELS = {"types", "errors", "specs", "servers", "fieldpath", "form_schema", "plan"}
+TOP_LEVEL = {"kit": "kit", "demo": "demo", "cli": "cli", "__main__": "cli"}
+
+# layer -> the layers its modules may import (docs/architecture.md)
+ALLOWED: dict[str, set[str]] = {
+    "models": {"models"},
+    "wire": {"models", "wire"},
+    "client": {"models", "wire", "client"},
+    "storage": {"models", "storage"},
+    "harness": {"models", "harness"},
+    "runtime": {"models", "storage", "harness", "runtime"},
+    "kit": {"models", "storage", "harness", "runtime", "kit"},
+    "api": {"models", "wire", "runtime", "api"},
+    "devtools": {"devtools"},
+    "demo": {"models", "client", "devtools", "demo"},
+    "cli": {"api", "demo", "cli"},
+}
+# The remote client must install and import with grpcio, grpcio-status, protobuf
+# and pydantic only: these layers import none of the server's dependencies.
+LIGHT = {"models", "wire", "client"}
+SERVER_ONLY = {
+    "sqlalchemy",
+    "jsonschema",
+    "mcp",
+    "mcp_types",
+    "anyio",
+    "httpx",
+    "httpx2",
+    "grpc_health",
+    "grpc_reflection",
+    "psycopg",
+    "rfc3339_validator",
+    "rfc3986_validator",
+}
+
+
+def layer_of(module: str) -> str | None:
+    """The layer of a dotted m3grpc module name; "root" for the package itself."""
+    parts = module.split(".")
+    assert parts[0] == "m3grpc", module
+    if len(parts) == 1:
+        return "root"
+    head = parts[1]
+    if head in MODELS:
+        return "models"
+    if head in TOP_LEVEL:
+        return TOP_LEVEL[head]
+    if head in ALLOWED:
+        return head
+    return None
+
+
+def _module_name(path: Path) -> str:
+    relative = path.relative_to(PACKAGE.parent).with_suffix("")
+    parts = list(relative.parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _imports(path: Path, module: str) -> list[tuple[int, str]]:
+    """(line, dotted name) of every import in the file, relative ones resolved."""
+    tree = ast.parse(path.read_text(), str(path))
+    is_package = path.name == "__init__.py"
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.extend((node.lineno, alias.name) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = module.split(".")
+                if not is_package:
+                    anchor = anchor[:-1]
+                anchor = anchor[: len(anchor) - (node.level - 1)]
+                base = ".".join([*anchor, base] if base else anchor)
+            for alias in node.names:
+                # `from m3grpc import fieldpath` imports a module; `from m3grpc.x import y`
+                # imports from m3grpc.x (y a name or a submodule of the same layer).
+                if base == "m3grpc":
+                    found.append((node.lineno, f"m3grpc.{alias.name}"))
+                else:
+                    found.append((node.lineno, base))
+    return found
+
+
+MODULES = sorted(
+    path for path in PACKAGE.rglob("*.py") if "gen" not in path.relative_to(PACKAGE).parts
+)
+
+
+def test_every_module_has_a_layer() -> None:
+    orphans = [_module_name(path) for path in MODULES if layer_of(_module_name(path)) is None]
+    assert not orphans, f"add these modules to a layer (docs/architecture.md): {orphans}"
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda path: _module_name(path))
+def test_imports_follow_the_layers(path: Path) -> None:
+    module = _module_name(path)
+    layer = layer_of(module)
+    if layer in (None, "root"):  # the root re-exports lazily; orphans fail above
+        return
+    allowed = ALLOWED[layer]
+    wrong = []
+    for line, name in _imports(path, module):
+        top = name.split(".")[0]
+        if top == "m3grpc":
+            target = layer_of(name)
+            if target not in allowed:
+                wrong.append(f"line {line}: {name} ({target})")
+        elif layer in LIGHT and top in SERVER_ONLY:
+            wrong.append(f"line {line}: {name} (a server-only dependency)")
+    assert not wrong, f"{module} ({layer}) may import only {sorted(allowed)}: {wrong}"
+
+
+def test_the_layer_check_sees_a_violation(tmp_path: Path) -> None:
+    # The checker itself: a wire module importing storage or sqlalchemy is caught.
+    source = tmp_path / "probe.py"
+    source.write_text(
+        "from m3grpc.storage import SqlExecutionStore\n"
+        "def f():\n    import sqlalchemy\n"
+        "from m3grpc import types\n"
+    )
+    names = sorted(name for _, name in _imports(source, "m3grpc.wire.probe"))
+    assert names == ["m3grpc.storage", "m3grpc.types", "sqlalchemy"]
+    assert layer_of("m3grpc.storage") not in ALLOWED["wire"]
+    assert layer_of("m3grpc.types") in ALLOWED["wire"]
