@@ -24,8 +24,8 @@ from m3grpc.client.sync import (
     RemoteAgent,
     RemoteExecutionHandle,
     RemoteMCPTestKit,
-    RespondOutcome,
 )
+from m3grpc.submit_options import RespondOutcome
 
 __all__ = [
     "AsyncRemoteAgent",
