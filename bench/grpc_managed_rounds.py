@@ -35,7 +35,6 @@ import json
 import os
 import platform
 import shutil
-import signal
 import sqlite3
 import sys
 import tempfile
@@ -52,6 +51,7 @@ if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
 import grpc  # noqa: E402
+from compare_common import abort_on_signals  # noqa: E402
 
 from m3grpc.api.gen.m3.v1 import (  # noqa: E402
     elicitation_pb2,
@@ -664,16 +664,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.poll_ms <= 0 or args.phase_timeout <= 0:
         parser.error("--poll-ms and --phase-timeout must be positive")
 
-    # SIGTERM to the benchmark still runs the finally blocks (and stops the server);
-    # a second signal does not interrupt that cleanup.
-    def terminate(signum: int, _frame: Any) -> None:
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        ABORT.set()
-        raise SystemExit(128 + signum)
-
-    signal.signal(signal.SIGTERM, terminate)
-    signal.signal(signal.SIGINT, terminate)
+    # SIGTERM to the benchmark still runs the finally blocks (and stops the server).
+    abort_on_signals(ABORT)
     directory = Path(tempfile.mkdtemp(prefix="m3-grpc-bench-"))
     report = Report()
     try:

@@ -115,16 +115,7 @@ class AsyncAgent:
         round_timeout_seconds: float | None = None,
         request_id: str | None = None,
     ) -> AsyncExecutionHandle:
-        options = SubmitOptions(
-            tools=tools,
-            script=script,
-            elicitation_plan=elicitation_plan,
-            permission_policy=permission_policy,
-            human_input=human_input,
-            round_limit=round_limit,
-            round_timeout_seconds=round_timeout_seconds,
-            request_id=request_id,
-        )
+        options = SubmitOptions.of(locals())
         return await self._submit(prompt, server, options)
 
     async def _submit(
@@ -266,16 +257,7 @@ class Agent:
         round_timeout_seconds: float | None = None,
         request_id: str | None = None,
     ) -> ExecutionHandle:
-        options = SubmitOptions(
-            tools=tools,
-            script=script,
-            elicitation_plan=elicitation_plan,
-            permission_policy=permission_policy,
-            human_input=human_input,
-            round_limit=round_limit,
-            round_timeout_seconds=round_timeout_seconds,
-            request_id=request_id,
-        )
+        options = SubmitOptions.of(locals())
         thread = self._kit._loop_thread()
         handle = thread.run(self._agent._submit(prompt, server, options))
         return ExecutionHandle(thread, handle)

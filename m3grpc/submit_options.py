@@ -22,7 +22,7 @@ client can use it without the server's dependencies.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 from m3grpc.specs import ElicitationPlan, PermissionPolicy, ScriptStep
@@ -45,6 +45,12 @@ class SubmitOptions:
     round_timeout_seconds: float | None = None
     # AIP-155: the same request ID returns the same execution.
     request_id: str | None = None
+
+    @classmethod
+    def of(cls, arguments: Mapping[str, Any]) -> SubmitOptions:
+        """The options among a face's `submit` arguments (its `locals()`): the faces'
+        keyword parameters are this model's fields (tests/test_faces.py)."""
+        return cls(**{option.name: arguments[option.name] for option in fields(cls)})
 
     def agent_document(
         self, *, harness: str, models: Sequence[str], prompt: str, server: object

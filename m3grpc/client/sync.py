@@ -173,16 +173,7 @@ class RemoteAgent:
         round_timeout_seconds: float | None = None,
         request_id: str | None = None,
     ) -> RemoteExecutionHandle:
-        options = SubmitOptions(
-            tools=tools,
-            script=script,
-            elicitation_plan=elicitation_plan,
-            permission_policy=permission_policy,
-            human_input=human_input,
-            round_limit=round_limit,
-            round_timeout_seconds=round_timeout_seconds,
-            request_id=request_id,
-        )
+        options = SubmitOptions.of(locals())
         request = requests.agent_request(
             prompt=prompt, server=server, harness=self.harness, models=self.models, options=options
         )
