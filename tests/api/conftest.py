@@ -219,8 +219,14 @@ def shared_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerPr
 
 
 @pytest.fixture
-def stubs(shared_server: ServerProcess) -> Iterator[Stubs]:
-    client = shared_server.stubs()
+def server(shared_server: ServerProcess) -> ServerProcess:
+    """The server `stubs` talks to: the shared one, unless a module starts its own."""
+    return shared_server
+
+
+@pytest.fixture
+def stubs(server: ServerProcess) -> Iterator[Stubs]:
+    client = server.stubs()
     try:
         yield client
     finally:
