@@ -55,12 +55,16 @@ from typing import Any
 BENCH = Path(__file__).resolve().parent
 REPO_ROOT = BENCH.parent
 sys.path.insert(0, str(BENCH))
+sys.path.insert(1, str(REPO_ROOT))
 
 from compare_common import (  # noqa: E402
+    abort_on_signals,
     percentile,
     process_cpu_seconds,
     process_rss_bytes,
 )
+
+from m3grpc.devtools.serve_process import ServeProcess  # noqa: E402
 
 VENV = BENCH / ".venv-bench"
 REQUIREMENTS = BENCH / "requirements-peers.txt"
@@ -68,7 +72,6 @@ RESULTS = BENCH / "results"
 M3_SYSTEMS = ["m3-embedded-legacy", "m3-embedded-mrtr", "m3-grpc-legacy", "m3-grpc-mrtr"]
 PEERS = ["langgraph", "dbos"]
 ALL_SYSTEMS = [*M3_SYSTEMS, *PEERS]
-READY_PREFIX = "m3grpc serving on "
 # Set on SIGTERM / Ctrl-C: waits stop, then everything started is stopped.
 ABORT = threading.Event()
 
@@ -192,9 +195,21 @@ class Child:
         self._log.close()
 
 
+class Service(ServeProcess):
+    """`m3grpc serve` (bench/compare_serve.py) among the processes `Processes` stops."""
+
+    name = "m3grpc-serve"
+
+    def cpu(self) -> float | None:
+        return process_cpu_seconds(self.pid)
+
+    def tail(self, lines: int = 30) -> str:
+        return self.log_tail(lines)
+
+
 class Processes:
     def __init__(self) -> None:
-        self.children: list[Child] = []
+        self.children: list[Child | Service] = []
 
     def start(self, name: str, argv: list[str], log_dir: Path, *, pipe: bool = True) -> Child:
         child = Child(name, argv, log_dir / f"{name}.log", pipe=pipe)
@@ -359,7 +374,7 @@ class Run:
         self.logs.mkdir()
         self.mcp: Child | None = None
         self.mcp_url = ""
-        self.service: Child | None = None
+        self.service: Service | None = None
         self.service_address = ""
         self.workers: dict[str, Child] = {}
         self.ready: dict[str, Any] = {}
@@ -411,25 +426,16 @@ class Run:
             + "\n"
         )
         self.pragma_file = self.directory / "service-pragmas.json"
-        os.environ["M3_BENCH_PRAGMA_FILE"] = str(self.pragma_file)
-        try:
-            self.service = self.processes.start(
-                "m3grpc-serve",
-                [
-                    sys.executable,
-                    str(BENCH / "compare_serve.py"),
-                    *("serve", "--config", str(config), "--listen", "127.0.0.1:0"),
-                ],
-                self.logs,
-            )
-        finally:
-            del os.environ["M3_BENCH_PRAGMA_FILE"]
-        deadline = time.monotonic() + 120
-        while True:
-            line = self.service.read(max(deadline - time.monotonic(), 0.1))
-            if line.startswith(READY_PREFIX):
-                self.service_address = line.removeprefix(READY_PREFIX).strip()
-                return
+        self.service = Service(
+            config,
+            log=self.logs / f"{Service.name}.log",
+            command=(sys.executable, str(BENCH / "compare_serve.py")),
+            env={**child_env(), "M3_BENCH_PRAGMA_FILE": str(self.pragma_file)},
+            new_session=True,
+        )
+        self.processes.children.append(self.service)
+        self.service.start(timeout=120)
+        self.service_address = self.service.address
 
     def service_pragmas(self) -> dict[str, Any]:
         try:
@@ -1077,14 +1083,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
 
-    def terminate(signum: int, _frame: Any) -> None:
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        ABORT.set()
-        raise SystemExit(128 + signum)
-
-    signal.signal(signal.SIGTERM, terminate)
-    signal.signal(signal.SIGINT, terminate)
+    abort_on_signals(ABORT)
     directory = Path(tempfile.mkdtemp(prefix="m3-compare-"))
     processes = Processes()
     started = time.monotonic()

@@ -1,4 +1,5 @@
-"""Pieces shared by bench/compare.py and its worker processes (standard library only).
+"""Pieces shared by bench/compare.py, its worker processes and bench/grpc_managed_rounds.py
+(standard library only).
 
 The workers run in two interpreters: the project's (M3) and bench/.venv-bench (LangGraph,
 DBOS), so nothing here imports the project or a peer.
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sqlite3
 import sys
 import threading
@@ -62,6 +64,21 @@ def percentile(values: Sequence[float], q: float) -> float | None:
     low = int(position)
     high = min(low + 1, len(data) - 1)
     return data[low] + (data[high] - data[low]) * (position - low)
+
+
+def abort_on_signals(abort: threading.Event) -> None:
+    """SIGTERM / Ctrl-C set `abort` and raise SystemExit in the main thread, so the
+    finally blocks still run (and stop what was started); a second signal does not
+    interrupt that cleanup."""
+
+    def terminate(signum: int, _frame: Any) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        abort.set()
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, terminate)
+    signal.signal(signal.SIGINT, terminate)
 
 
 def process_cpu_seconds(pid: int) -> float | None:

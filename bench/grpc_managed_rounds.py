@@ -31,15 +31,11 @@ Every phase is bounded in count and by --phase-timeout seconds; the server is st
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import platform
-import queue
 import shutil
-import signal
 import sqlite3
-import subprocess
 import sys
 import tempfile
 import threading
@@ -55,6 +51,7 @@ if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
 import grpc  # noqa: E402
+from compare_common import abort_on_signals  # noqa: E402
 
 from m3grpc.wire.gen.m3.v1 import (  # noqa: E402
     elicitation_pb2,
@@ -64,9 +61,9 @@ from m3grpc.wire.gen.m3.v1 import (  # noqa: E402
     execution_service_pb2,
     execution_service_pb2_grpc,
 )
+from m3grpc.devtools.serve_process import ServeProcess  # noqa: E402
 
 SHIPPING = REPO_ROOT / "tests" / "mcp_servers" / "shipping.py"
-READY_PREFIX = "m3grpc serving on "
 ADDRESS = {"street": "1 Main Street", "city": "Pune"}
 REQUEST_KEY = "shipping_address"
 UNARY_WARMUP = 20
@@ -95,53 +92,12 @@ def write_config(directory: Path, pool_size: int, mcp_python: str) -> Path:
     return path
 
 
-class Server:
+class Server(ServeProcess):
     """`python -m m3grpc.cli serve` in its own process group; always stopped by `stop`."""
 
     def __init__(self, config: Path, log: Path) -> None:
-        self.config = config
-        self.log = log
-        self.process: subprocess.Popen[str] | None = None
-        self.address = ""
-        self.exit_code: int | None = None
-        self.killed = False
-
-    def start(self, timeout: float) -> None:
-        with self.log.open("w") as log:
-            self.process = subprocess.Popen(
-                [
-                    sys.executable,
-                    *("-m", "m3grpc.cli", "serve", "--config", str(self.config)),
-                    *("--listen", "127.0.0.1:0"),
-                ],
-                cwd=REPO_ROOT,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=log,
-                text=True,
-                start_new_session=True,  # its stdio MCP servers share its process group
-            )
-        lines: queue.Queue[str] = queue.Queue()
-        stdout = self.process.stdout
-        assert stdout is not None
-
-        def pump() -> None:
-            for line in stdout:
-                lines.put(line)
-
-        threading.Thread(target=pump, daemon=True).start()
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:
-                line = lines.get(timeout=0.2)
-            except queue.Empty:
-                if self.process.poll() is not None:
-                    break
-                continue
-            if line.startswith(READY_PREFIX):
-                self.address = line.removeprefix(READY_PREFIX).strip()
-                return
-        raise RuntimeError(f"the server did not print its ready line:\n{self.log_tail()}")
+        # Its stdio MCP servers share its process group, killed with it.
+        super().__init__(config, log=log, new_session=True)
 
     def cpu_seconds(self) -> tuple[float, float] | None:
         """(service process, its reaped children) user+system CPU seconds, from /proc."""
@@ -154,32 +110,6 @@ class Server:
         # Fields after the ")": state is [0]; utime, stime, cutime, cstime are [11:15].
         utime, stime, cutime, cstime = (int(v) / TICKS for v in fields[11:15])
         return utime + stime, cutime + cstime
-
-    def stop(self) -> None:
-        """SIGTERM, wait for the graceful shutdown; then SIGKILL the process group."""
-        process = self.process
-        if process is None or process.poll() is not None:
-            if process is not None:
-                self.exit_code = process.returncode
-            return
-        with contextlib.suppress(ProcessLookupError):
-            process.send_signal(signal.SIGTERM)
-        try:
-            self.exit_code = process.wait(timeout=SHUTDOWN_GRACE + 20)
-        except subprocess.TimeoutExpired:
-            self.killed = True
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)  # the group we created for it
-            self.exit_code = process.wait(timeout=30)
-        # stdio MCP servers left behind by a killed service are in its group.
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(process.pid, signal.SIGKILL)
-
-    def log_tail(self, lines: int = 40) -> str:
-        try:
-            return "\n".join(self.log.read_text().splitlines()[-lines:])
-        except OSError:
-            return "(no log)"
 
 
 # -- helpers ----------------------------------------------------------------------------------
@@ -673,7 +603,7 @@ def run(args: argparse.Namespace, directory: Path, report: Report) -> dict[str, 
         report.failures.append(f"server log tail:\n{server.log_tail()}")
     finally:
         ABORT.set()  # stops any load loop still running (after an interruption)
-        server.stop()
+        server.stop(grace=SHUTDOWN_GRACE + 20)  # SIGTERM; then SIGKILL of its group
         info["server_exit_code"] = server.exit_code
         info["server_killed"] = server.killed
     return info
@@ -734,16 +664,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.poll_ms <= 0 or args.phase_timeout <= 0:
         parser.error("--poll-ms and --phase-timeout must be positive")
 
-    # SIGTERM to the benchmark still runs the finally blocks (and stops the server);
-    # a second signal does not interrupt that cleanup.
-    def terminate(signum: int, _frame: Any) -> None:
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        ABORT.set()
-        raise SystemExit(128 + signum)
-
-    signal.signal(signal.SIGTERM, terminate)
-    signal.signal(signal.SIGINT, terminate)
+    # SIGTERM to the benchmark still runs the finally blocks (and stops the server).
+    abort_on_signals(ABORT)
     directory = Path(tempfile.mkdtemp(prefix="m3-grpc-bench-"))
     report = Report()
     try:

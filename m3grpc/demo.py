@@ -18,7 +18,6 @@ import argparse
 import contextlib
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -30,11 +29,11 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from m3grpc.client import RemoteMCPTestKit
 from m3grpc.devtools.fake_model import FAKE_API_KEY, FAKE_MODEL_NAME, FakeModel
+from m3grpc.devtools.serve_process import ServeProcess
 from m3grpc.types import ElicitationResponse, ExecutionStatus
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE_SERVER = ROOT / "examples" / "shipping_server.py"
-READY = "m3grpc serving on "
 # The environment variable that carries the fake model's key to Codex.
 FAKE_KEY_VAR = "M3_DEMO_FAKE_MODEL_KEY"
 
@@ -59,28 +58,12 @@ def _config(directory: Path, fake_model_url: str | None = None) -> Path:
     return config
 
 
-def _start_service(config: Path) -> tuple[subprocess.Popen[str], str]:
-    service = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "m3grpc.cli",
-            "serve",
-            "--config",
-            str(config),
-            "--listen",
-            "127.0.0.1:0",
-        ],
-        stdout=subprocess.PIPE,
-        text=True,
-        env={**os.environ, FAKE_KEY_VAR: FAKE_API_KEY},
-    )
-    assert service.stdout is not None
-    line = service.stdout.readline()
-    if not line.startswith(READY):
-        service.kill()
-        raise SystemExit(f"the service did not start: {line!r}")
-    return service, line.removeprefix(READY).strip()
+def _start_service(config: Path) -> ServeProcess:
+    service = ServeProcess(config, env={**os.environ, FAKE_KEY_VAR: FAKE_API_KEY})
+    try:
+        return service.start()
+    except RuntimeError as error:
+        raise SystemExit(f"the service did not start: {error}") from None
 
 
 def _seed_program(target: str, harness: str) -> bool:
@@ -144,7 +127,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _run(harness: str, fake_model_url: str | None) -> int:
     with tempfile.TemporaryDirectory(prefix="m3-demo-") as directory:
-        service, target = _start_service(_config(Path(directory), fake_model_url))
+        service = _start_service(_config(Path(directory), fake_model_url))
+        target = service.address
         try:
             print(f"m3grpc serve  -> listening on {target} (SQLite in {directory})")
             with grpc.insecure_channel(target) as channel:
@@ -155,8 +139,7 @@ def _run(harness: str, fake_model_url: str | None) -> int:
             print(f"Health        -> {status}")
             ok = _seed_program(target, harness)
         finally:
-            service.terminate()  # SIGTERM: graceful shutdown
-            code = service.wait(timeout=30)
+            code = service.terminate(timeout=30)  # SIGTERM: graceful shutdown
             print(f"SIGTERM       -> service exited with {code}")
     return 0 if ok and code == 0 else 1
 

@@ -25,6 +25,7 @@ from m3grpc.runtime import Runtime, WorkerSettings
 from m3grpc.servers import ServerBinding
 from m3grpc.specs import AgentSpec, ElicitationPlan, OperationSpec, PermissionPolicy, ScriptStep
 from m3grpc.storage import EphemeralExecutionStore, SqlExecutionStore
+from m3grpc.submit_options import RespondOutcome, SubmitOptions
 from m3grpc.types import (
     ElicitationResponse,
     ExecutionResult,
@@ -58,48 +59,6 @@ def _agent_config(config: Mapping[str, Any], index: int) -> tuple[str, tuple[str
     return str(harness), tuple(str(m) for m in models)
 
 
-def _agent_spec(
-    harness: str,
-    models: tuple[str, ...],
-    prompt: str,
-    *,
-    server: ServerBinding,
-    tools: Sequence[str],
-    script: Sequence[ScriptStep | Mapping[str, Any]] | None,
-    elicitation_plan: ElicitationPlan | Mapping[str, Any] | None,
-    permission_policy: PermissionPolicy | Mapping[str, Any] | None,
-    round_limit: int,
-    round_timeout_seconds: float | None,
-) -> dict[str, Any]:
-    # A mapping (not the model) so that validation errors surface as one
-    # ModelValidationError from the runtime's submission checks.
-    spec: dict[str, Any] = {
-        "kind": "agent",
-        "prompt": prompt,
-        "harness": harness,
-        "models": list(models),
-        "server": server.model_dump() if hasattr(server, "model_dump") else server,
-        "tools": list(tools),
-        "round_limit": round_limit,
-        "round_timeout_seconds": round_timeout_seconds,
-    }
-    if script is not None:
-        spec["script"] = [s.model_dump() if isinstance(s, ScriptStep) else s for s in script]
-    if elicitation_plan is not None:
-        spec["elicitation_plan"] = (
-            elicitation_plan.model_dump()
-            if isinstance(elicitation_plan, ElicitationPlan)
-            else elicitation_plan
-        )
-    if permission_policy is not None:
-        spec["permission_policy"] = (
-            permission_policy.model_dump()
-            if isinstance(permission_policy, PermissionPolicy)
-            else permission_policy
-        )
-    return spec
-
-
 # -- async ------------------------------------------------------------------------------
 
 
@@ -120,10 +79,11 @@ class AsyncExecutionHandle:
         responses: Mapping[str, ElicitationResponse],
         *,
         idempotency_key: str,
-    ) -> None:
-        await self._runtime.respond(
+    ) -> RespondOutcome:
+        submission = await self._runtime.respond(
             round_id, responses, idempotency_key=idempotency_key, execution_id=self.execution_id
         )
+        return RespondOutcome(submission.round_id, submission.status, submission.replayed)
 
     async def snapshot(self) -> ExecutionState:
         return await self._runtime.snapshot(self.execution_id)
@@ -153,20 +113,21 @@ class AsyncAgent:
         human_input: HumanInput = "fail",
         round_limit: int = 8,
         round_timeout_seconds: float | None = None,
+        request_id: str | None = None,
     ) -> AsyncExecutionHandle:
-        spec = _agent_spec(
-            self.harness,
-            self.models,
-            prompt,
-            server=server,
-            tools=tools,
-            script=script,
-            elicitation_plan=elicitation_plan,
-            permission_policy=permission_policy,
-            round_limit=round_limit,
-            round_timeout_seconds=round_timeout_seconds,
+        options = SubmitOptions.of(locals())
+        return await self._submit(prompt, server, options)
+
+    async def _submit(
+        self, prompt: str, server: ServerBinding, options: SubmitOptions
+    ) -> AsyncExecutionHandle:
+        """`submit` with its options as one SubmitOptions."""
+        document = options.agent_document(
+            harness=self.harness, models=self.models, prompt=prompt, server=server
         )
-        return await self._kit.submit(spec, human_input=human_input)
+        return await self._kit.submit(
+            document, human_input=options.human_input, request_id=options.request_id
+        )
 
 
 class AsyncMCPTestKit:
@@ -210,8 +171,10 @@ class AsyncMCPTestKit:
             AsyncAgent(self, *_agent_config(config, index)) for index, config in enumerate(configs)
         ]
 
-    async def submit(self, spec: Spec, *, human_input: HumanInput = "fail") -> AsyncExecutionHandle:
-        created = await self.runtime.submit(spec, human_input)
+    async def submit(
+        self, spec: Spec, *, human_input: HumanInput = "fail", request_id: str | None = None
+    ) -> AsyncExecutionHandle:
+        created = await self.runtime.submit(spec, human_input, request_id=request_id)
         return AsyncExecutionHandle(self.runtime, created.state.execution_id)
 
 
@@ -258,8 +221,8 @@ class ExecutionHandle:
         responses: Mapping[str, ElicitationResponse],
         *,
         idempotency_key: str,
-    ) -> None:
-        self._run(
+    ) -> RespondOutcome:
+        return self._run(
             self._handle.respond_elicitation(round_id, responses, idempotency_key=idempotency_key)
         )
 
@@ -292,21 +255,12 @@ class Agent:
         human_input: HumanInput = "fail",
         round_limit: int = 8,
         round_timeout_seconds: float | None = None,
+        request_id: str | None = None,
     ) -> ExecutionHandle:
-        handle = self._kit._loop_thread().run(
-            self._agent.submit(
-                prompt,
-                server=server,
-                tools=tools,
-                script=script,
-                elicitation_plan=elicitation_plan,
-                permission_policy=permission_policy,
-                human_input=human_input,
-                round_limit=round_limit,
-                round_timeout_seconds=round_timeout_seconds,
-            )
-        )
-        return ExecutionHandle(self._kit._loop_thread(), handle)
+        options = SubmitOptions.of(locals())
+        thread = self._kit._loop_thread()
+        handle = thread.run(self._agent._submit(prompt, server, options))
+        return ExecutionHandle(thread, handle)
 
 
 class MCPTestKit:
@@ -359,7 +313,11 @@ class MCPTestKit:
     def agents(self, configs: Sequence[Mapping[str, Any]]) -> list[Agent]:
         return [Agent(self, agent) for agent in self._async_kit.agents(configs)]
 
-    def submit(self, spec: Spec, human_input: HumanInput = "fail") -> ExecutionHandle:
+    def submit(
+        self, spec: Spec, human_input: HumanInput = "fail", *, request_id: str | None = None
+    ) -> ExecutionHandle:
         thread = self._loop_thread()
-        handle = thread.run(self._async_kit.submit(spec, human_input=human_input))
+        handle = thread.run(
+            self._async_kit.submit(spec, human_input=human_input, request_id=request_id)
+        )
         return ExecutionHandle(thread, handle)

@@ -58,10 +58,9 @@ class ElicitationService(elicitation_service_pb2_grpc.ElicitationServiceServicer
                 # Documented metadata; never an unbounded echo of the input.
                 error.metadata["round_id"] = clip(request.round_id)
             raise
-        record = submission.record
         return pb.RespondResponse(
-            round_id=record.round_id,
-            status=convert.ROUND_STATUS.wire(record.status),
+            round_id=submission.round_id,
+            status=convert.ROUND_STATUS.wire(submission.status),
             replayed=submission.replayed,
         )
 

@@ -10,6 +10,7 @@ import logging
 import signal
 import socket
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 from urllib.parse import urlsplit
@@ -26,6 +27,7 @@ from m3grpc.api.watch import PendingWatch
 from m3grpc.errors import ManagedInputValidationError, ModelValidationError
 from m3grpc.runtime import Runtime, SqlExecutionStore, default_harnesses
 from m3grpc.wire.gen.m3.v1 import elicitation_service_pb2, execution_service_pb2
+from m3grpc.servers import ServerBinding
 
 log = logging.getLogger(__name__)
 
@@ -116,19 +118,7 @@ async def start_service(config: ServiceConfig, *, listen: str | None = None) -> 
     watch = PendingWatch(
         runtime, poll_interval=config.watch_poll_interval_seconds, shutdown=shutdown
     )
-    # Registered with deserializers that turn undecodable bytes into typed errors.
-    add_servicer(
-        server,
-        ExecutionService(runtime, config.servers, watch),
-        execution_service_pb2.DESCRIPTOR.services_by_name["ExecutionService"],
-        ModelValidationError,
-    )
-    add_servicer(
-        server,
-        ElicitationService(runtime),
-        elicitation_service_pb2.DESCRIPTOR.services_by_name["ElicitationService"],
-        ManagedInputValidationError,
-    )
+    add_m3_services(server, runtime, config.servers, watch)
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     reflection.enable_server_reflection(
@@ -139,6 +129,28 @@ async def start_service(config: ServiceConfig, *, listen: str | None = None) -> 
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
     host = address.rpartition(":")[0]
     return RunningService(f"{host}:{port}", server, runtime, store, health_servicer, shutdown)
+
+
+def add_m3_services(
+    server: grpc.aio.Server,
+    runtime: Runtime,
+    bindings: Mapping[str, ServerBinding],
+    watch: PendingWatch,
+) -> None:
+    """ExecutionService and ElicitationService on `runtime`, registered with
+    deserializers that turn undecodable bytes into typed errors."""
+    add_servicer(
+        server,
+        ExecutionService(runtime, bindings, watch),
+        execution_service_pb2.DESCRIPTOR.services_by_name["ExecutionService"],
+        ModelValidationError,
+    )
+    add_servicer(
+        server,
+        ElicitationService(runtime),
+        elicitation_service_pb2.DESCRIPTOR.services_by_name["ElicitationService"],
+        ManagedInputValidationError,
+    )
 
 
 def _probe_listen(address: str) -> None:

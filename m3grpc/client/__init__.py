@@ -22,8 +22,8 @@ from m3grpc.client.sync import (
     RemoteAgent,
     RemoteExecutionHandle,
     RemoteMCPTestKit,
-    RespondOutcome,
 )
+from m3grpc.submit_options import RespondOutcome
 from m3grpc.wire.events import (
     ExecutionFinished,
     RoundLeftPending,

@@ -15,8 +15,9 @@ from typing import Any, TypeVar
 
 import grpc
 
-from m3grpc.client.sync import CHANNEL_OPTIONS
-from m3grpc.specs import AgentSpec, ElicitationPlan, OperationSpec, ScriptStep
+from m3grpc.client.sync import CHANNEL_OPTIONS, respond_outcome
+from m3grpc.specs import AgentSpec, ElicitationPlan, OperationSpec, PermissionPolicy, ScriptStep
+from m3grpc.submit_options import RespondOutcome, SubmitOptions
 from m3grpc.types import (
     ElicitationResponse,
     ExecutionResult,
@@ -79,6 +80,20 @@ class AsyncRemoteMCPTestKit:
     ) -> AsyncRemoteExecutionHandle:
         return await self._submit(requests.spec_request(spec, human_input, request_id))
 
+    async def respond(
+        self,
+        round_id: str,
+        responses: Mapping[str, ElicitationResponse | Mapping[str, Any]],
+        *,
+        idempotency_key: str,
+    ) -> RespondOutcome:
+        """Respond to a round by ID; tells the round's status and whether it was a replay."""
+        response = await self._call(
+            self._elicitation.Respond,
+            requests.respond_request(round_id, responses, idempotency_key),
+        )
+        return respond_outcome(response)
+
     def handle(self, execution_id: str) -> AsyncRemoteExecutionHandle:
         return AsyncRemoteExecutionHandle(self, execution_id)
 
@@ -130,22 +145,16 @@ class AsyncRemoteAgent:
         server: ServerRef,
         tools: Sequence[str] = (),
         script: Sequence[ScriptStep | Mapping[str, Any]] | None = None,
-        human_input: HumanInput = "fail",
-        request_id: str | None = None,
-        round_timeout_seconds: float | None = None,
         elicitation_plan: ElicitationPlan | Mapping[str, Any] | None = None,
+        permission_policy: PermissionPolicy | Mapping[str, Any] | None = None,
+        human_input: HumanInput = "fail",
+        round_limit: int = 8,
+        round_timeout_seconds: float | None = None,
+        request_id: str | None = None,
     ) -> AsyncRemoteExecutionHandle:
+        options = SubmitOptions.of(locals())
         request = requests.agent_request(
-            prompt=prompt,
-            server=server,
-            harness=self.harness,
-            models=self.models,
-            tools=tools,
-            script=script,
-            elicitation_plan=elicitation_plan,
-            human_input=human_input,
-            request_id=request_id,
-            round_timeout_seconds=round_timeout_seconds,
+            prompt=prompt, server=server, harness=self.harness, models=self.models, options=options
         )
         return await self._kit._submit(request)
 
@@ -170,11 +179,8 @@ class AsyncRemoteExecutionHandle:
         responses: Mapping[str, ElicitationResponse | Mapping[str, Any]],
         *,
         idempotency_key: str,
-    ) -> None:
-        await self._kit._call(
-            self._kit._elicitation.Respond,
-            requests.respond_request(round_id, responses, idempotency_key),
-        )
+    ) -> RespondOutcome:
+        return await self._kit.respond(round_id, responses, idempotency_key=idempotency_key)
 
     async def snapshot(self) -> ExecutionState:
         response = await self._kit._call(

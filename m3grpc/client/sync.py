@@ -13,19 +13,18 @@ Failed calls raise the same typed errors as the embedded API (m3grpc.errors).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, TypeVar
 
 import grpc
 
-from m3grpc.specs import AgentSpec, ElicitationPlan, OperationSpec, ScriptStep
+from m3grpc.specs import AgentSpec, ElicitationPlan, OperationSpec, PermissionPolicy, ScriptStep
+from m3grpc.submit_options import RespondOutcome, SubmitOptions
 from m3grpc.types import (
     ElicitationResponse,
     ExecutionResult,
     ExecutionState,
     HumanInput,
-    ManagedInputStatus,
     PendingElicitationRound,
 )
 from m3grpc.wire import messages, requests
@@ -46,15 +45,6 @@ CHANNEL_OPTIONS = [
     ("grpc.keepalive_time_ms", 30_000),
     ("grpc.keepalive_permit_without_calls", 1),
 ]
-
-
-@dataclass(frozen=True)
-class RespondOutcome:
-    """What Respond answered: the round's status after the call, and replay or not."""
-
-    round_id: str
-    status: ManagedInputStatus | None
-    replayed: bool
 
 
 class RemoteMCPTestKit:
@@ -114,11 +104,7 @@ class RemoteMCPTestKit:
             self._elicitation.Respond,
             requests.respond_request(round_id, responses, idempotency_key),
         )
-        return RespondOutcome(
-            round_id=response.round_id,
-            status=messages.round_status_model(response.status),
-            replayed=response.replayed,
-        )
+        return respond_outcome(response)
 
     def handle(self, execution_id: str) -> RemoteExecutionHandle:
         """A handle on an existing execution (e.g. one submitted by another process)."""
@@ -156,6 +142,14 @@ class RemoteMCPTestKit:
             raise typed_error(error) from error
 
 
+def respond_outcome(response: elicitation_service_pb2.RespondResponse) -> RespondOutcome:
+    return RespondOutcome(
+        round_id=response.round_id,
+        status=messages.round_status_model(response.status),
+        replayed=response.replayed,
+    )
+
+
 class RemoteAgent:
     """An agent configuration; `submit` runs it against a named server binding."""
 
@@ -171,22 +165,16 @@ class RemoteAgent:
         server: ServerRef,
         tools: Sequence[str] = (),
         script: Sequence[ScriptStep | Mapping[str, Any]] | None = None,
-        human_input: HumanInput = "fail",
-        request_id: str | None = None,
-        round_timeout_seconds: float | None = None,
         elicitation_plan: ElicitationPlan | Mapping[str, Any] | None = None,
+        permission_policy: PermissionPolicy | Mapping[str, Any] | None = None,
+        human_input: HumanInput = "fail",
+        round_limit: int = 8,
+        round_timeout_seconds: float | None = None,
+        request_id: str | None = None,
     ) -> RemoteExecutionHandle:
+        options = SubmitOptions.of(locals())
         request = requests.agent_request(
-            prompt=prompt,
-            server=server,
-            harness=self.harness,
-            models=self.models,
-            tools=tools,
-            script=script,
-            elicitation_plan=elicitation_plan,
-            human_input=human_input,
-            request_id=request_id,
-            round_timeout_seconds=round_timeout_seconds,
+            prompt=prompt, server=server, harness=self.harness, models=self.models, options=options
         )
         return self._kit._submit(request)
 
@@ -213,8 +201,8 @@ class RemoteExecutionHandle:
         responses: Mapping[str, ElicitationResponse | Mapping[str, Any]],
         *,
         idempotency_key: str,
-    ) -> None:
-        self._kit.respond(round_id, responses, idempotency_key=idempotency_key)
+    ) -> RespondOutcome:
+        return self._kit.respond(round_id, responses, idempotency_key=idempotency_key)
 
     def snapshot(self) -> ExecutionState:
         response = self._kit._call(

@@ -15,7 +15,6 @@ from typing import Any
 
 from m3grpc.errors import (
     ExecutionNotFoundError,
-    FieldViolation,
     ManagedInputStateError,
     ManagedInputValidationError,
     ModelValidationError,
@@ -221,22 +220,12 @@ class Runtime:
         if violations:
             # Checked before anything is read or stored; nothing echoes the input.
             raise ManagedInputValidationError("invalid response", field_violations=violations)
-        rounds = self.store.managed_input_store
-        if execution_id is not None:
-            record = await asyncio.to_thread(rounds.get_round, round_id)
-            if record.pending.execution_id != execution_id:
-                raise ManagedInputValidationError(
-                    "the round belongs to another execution",
-                    field_violations=[
-                        FieldViolation("round_id", f"not a round of execution {execution_id}")
-                    ],
-                    metadata={"round_id": round_id, "execution_id": execution_id},
-                )
         submission = await asyncio.to_thread(
-            rounds.submit_responses_detailed,
+            self.store.managed_input_store.submit_responses_detailed,
             round_id,
             responses,
             idempotency_key=idempotency_key,
+            execution_id=execution_id,
         )
         self.notifier.notify(round_id)
         return submission

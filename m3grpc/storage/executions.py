@@ -191,10 +191,6 @@ class SqlExecutionStore:
         with read_transaction(self._engine) as conn:
             return _state(self._load(conn, execution_id))
 
-    def get_spec(self, execution_id: str) -> dict[str, Any]:
-        with read_transaction(self._engine) as conn:
-            return dict(self._load(conn, execution_id).spec)
-
     def get_result(self, execution_id: str) -> ExecutionResult | None:
         """The terminal result, or None while the execution is unfinished."""
         with read_transaction(self._engine) as conn:
@@ -316,20 +312,6 @@ class SqlExecutionStore:
                 for row in renewed:
                     held[row.execution_id] = (expires, bool(row.cancel_requested))
         return held
-
-    def set_lifecycle(
-        self, execution_id: str, lease: ManagedInputLease, lifecycle: ExecutionStatus
-    ) -> None:
-        """Move a running execution between RUNNING and WAITING_FOR_INPUT."""
-        if lifecycle not in (ExecutionStatus.RUNNING, ExecutionStatus.WAITING_FOR_INPUT):
-            raise ValueError(f"set_lifecycle cannot set {lifecycle}")
-        with write_transaction(self._engine) as conn:
-            _row, now = self._guard(conn, execution_id, lease)
-            conn.execute(
-                executions.update()
-                .where(executions.c.execution_id == execution_id)
-                .values(lifecycle=lifecycle.value, updated_at=now)
-            )
 
     def record_operation(
         self,

@@ -18,8 +18,9 @@ from __future__ import annotations
 import os
 import secrets
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from functools import cached_property
 from types import SimpleNamespace
 from typing import Any, Protocol, runtime_checkable
 
@@ -48,6 +49,7 @@ from m3grpc.storage.events import EventKind, append_event, round_event_kind
 from m3grpc.storage.operations import earned_outcome, record_operation, stored_operations
 from m3grpc.storage.response_validation import (
     coerce_responses,
+    document_digest,
     require_identifier,
     responses_digest,
     responses_document,
@@ -92,10 +94,17 @@ def new_lease_token() -> str:
 
 @dataclass(frozen=True)
 class ResponseSubmission:
-    """What submit_responses did: the record, and whether it was an idempotent replay."""
+    """What submit_responses did: the round's status after it, and whether it was an
+    idempotent replay. `record` builds the whole round record when first read."""
 
-    record: ManagedInputRecord
+    round_id: str
+    status: ManagedInputStatus
     replayed: bool
+    row: Mapping[Any, Any] = field(repr=False, compare=False)
+
+    @cached_property
+    def record(self) -> ManagedInputRecord:
+        return _record(self.row)
 
 
 @runtime_checkable
@@ -350,18 +359,30 @@ class SqlManagedInputStore:
         responses: Mapping[str, ElicitationResponse],
         *,
         idempotency_key: str,
+        execution_id: str | None = None,
     ) -> ResponseSubmission:
-        """submit_responses, also telling whether the call was an idempotent replay."""
+        """submit_responses, also telling whether the call was an idempotent replay.
+
+        With `execution_id`, the round must belong to that execution."""
         require_identifier(round_id, "round_id")
         require_identifier(idempotency_key, "idempotency_key")
         answer = coerce_responses(responses)
-        digest = responses_digest(answer)
+        document = responses_document(answer)
+        digest = document_digest(document)
         with write_transaction(self._engine) as conn:
             row = self._load(conn, round_id, for_update=True)
+            if execution_id is not None and row.execution_id != execution_id:
+                raise ManagedInputValidationError(
+                    "the round belongs to another execution",
+                    field_violations=[
+                        FieldViolation("round_id", f"not a round of execution {execution_id}")
+                    ],
+                    metadata={"round_id": round_id, "execution_id": execution_id},
+                )
             if row.idempotency_key is not None:
                 if row.idempotency_key == idempotency_key:
                     if row.response_digest == digest:
-                        return ResponseSubmission(_record(row), replayed=True)
+                        return _submission(row._mapping, replayed=True)
                     raise ManagedInputConflict(
                         "this idempotency key was used with a different response",
                         conflict_kind=ConflictKind.IDEMPOTENCY_KEY_REUSED,
@@ -384,18 +405,18 @@ class SqlManagedInputStore:
                     "the round's deadline has passed",
                     metadata={"round_id": round_id, "execution_id": row.execution_id},
                 )
-            validate_responses(_REQUESTS.validate_python(row.requests), answer)
+            validate_responses(_REQUESTS.validate_python(row.requests), document)
             written = self._write(
                 conn,
                 row,
                 status=ManagedInputStatus.RESPONSE_VALIDATED,
                 now=now,
-                responses=responses_document(answer),
+                responses=document,
                 idempotency_key=idempotency_key,
                 response_digest=digest,
                 response_validated_at=now,
             )
-            return ResponseSubmission(_record(written), replayed=False)
+            return _submission(written, replayed=False)
 
     # -- worker transitions (compare-and-set on owner_id + lease_token) -------
 
@@ -821,6 +842,15 @@ def _state_error(row: Row[Any], message: str) -> ManagedInputStateError:
     return ManagedInputStateError(
         f"{message} (round {row.round_id} is {row.status})",
         metadata={"round_id": row.round_id, "status": row.status},
+    )
+
+
+def _submission(row: Mapping[Any, Any], *, replayed: bool) -> ResponseSubmission:
+    return ResponseSubmission(
+        round_id=row["round_id"],
+        status=ManagedInputStatus(row["status"]),
+        replayed=replayed,
+        row=row,
     )
 
 

@@ -64,9 +64,10 @@ def coerce_responses(responses: object) -> dict[str, ElicitationResponse]:
 
 def validate_responses(
     requests: Mapping[str, ElicitationRequest],
-    responses: Mapping[str, ElicitationResponse],
+    responses: Mapping[str, Mapping[str, Any]],
 ) -> None:
-    """Raise ManagedInputValidationError unless `responses` answers exactly `requests`."""
+    """Raise ManagedInputValidationError unless `responses` (a response map's JSON
+    form, `responses_document`: what is stored) answers exactly `requests`."""
     violations: list[FieldViolation] = []
     for key in sorted(set(requests) - set(responses)):
         violations.append(
@@ -87,14 +88,15 @@ def validate_responses(
 
 
 def _validate_one(
-    path: str, request: ElicitationRequest, response: ElicitationResponse
+    path: str, request: ElicitationRequest, response: Mapping[str, Any]
 ) -> list[FieldViolation]:
-    if response.action != "accept":
-        if response.content is not None:
-            return [FieldViolation(f"{path}.content", f"a {response.action} carries no content")]
+    action, content = response["action"], response["content"]
+    if action != "accept":
+        if content is not None:
+            return [FieldViolation(f"{path}.content", f"a {action} carries no content")]
         return []
     if isinstance(request, UrlElicitationRequest):
-        if response.content is not None:
+        if content is not None:
             return [
                 FieldViolation(
                     f"{path}.content", "a URL-mode accept only records consent: no content"
@@ -102,12 +104,11 @@ def _validate_one(
             ]
         return []
     assert isinstance(request, FormElicitationRequest)
-    if response.content is None:
+    if content is None:
         return [FieldViolation(f"{path}.content", "a form accept requires mapping content")]
     validator = _validator_for(_canonical_json(request.requested_schema))
     if validator is None:
         return [FieldViolation(path, "the request's schema is not a valid JSON schema")]
-    content = json.loads(_canonical_json(response.content))
     violations = [
         FieldViolation(_content_path(path, list(error.absolute_path)), error.message)
         for error in sorted(validator.iter_errors(content), key=lambda e: list(e.absolute_path))
@@ -149,4 +150,9 @@ def responses_document(responses: Mapping[str, ElicitationResponse]) -> dict[str
 
 def responses_digest(responses: Mapping[str, ElicitationResponse]) -> str:
     """A stable digest of a response map: same responses, same digest."""
-    return hashlib.sha256(_canonical_json(responses_document(responses)).encode()).hexdigest()
+    return document_digest(responses_document(responses))
+
+
+def document_digest(document: Mapping[str, Any]) -> str:
+    """`responses_digest` of a response map already in its JSON form."""
+    return hashlib.sha256(_canonical_json(document).encode()).hexdigest()

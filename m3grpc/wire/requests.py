@@ -9,12 +9,13 @@ errors); only binding names go on the wire.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
+from typing import Annotated, Any, Protocol
 
 from pydantic import TypeAdapter, ValidationError
 
 from m3grpc.errors import FieldViolation, ModelValidationError
-from m3grpc.specs import AgentSpec, ElicitationPlan, OperationSpec, ScriptStep
+from m3grpc.specs import AgentSpec, ElicitationPlan, OperationSpec, PermissionPolicy, ScriptStep
+from m3grpc.submit_options import SubmitOptions
 from m3grpc.types import ElicitationResponse
 from m3grpc.wire import convert, messages, spec_codec
 from m3grpc.wire.gen.m3.v1 import (
@@ -28,6 +29,10 @@ HUMAN_INPUT_VALUES = ("fail", "managed")
 RESULT_DEADLINE_MARGIN = 5.0
 
 _STEPS = TypeAdapter(tuple[ScriptStep, ...])
+_PLAN = TypeAdapter(ElicitationPlan)
+_POLICY = TypeAdapter(PermissionPolicy)
+# The AgentSpec's own bounds: 0 would go on the wire as "unset" (the default).
+_ROUND_LIMIT: TypeAdapter[int] = TypeAdapter(Annotated[int, AgentSpec.model_fields["round_limit"]])
 _RESPONSES = TypeAdapter(dict[str, ElicitationResponse])
 
 
@@ -49,31 +54,34 @@ def agent_request(
     server: ServerRef,
     harness: str,
     models: Sequence[str],
-    tools: Sequence[str],
-    script: Sequence[ScriptStep | Mapping[str, Any]] | None,
-    elicitation_plan: ElicitationPlan | Mapping[str, Any] | None,
-    human_input: str,
-    request_id: str | None,
-    round_timeout_seconds: float | None,
+    options: SubmitOptions,
 ) -> execution_service_pb2.SubmitRequest:
+    script = options.script
     steps = _validated(_STEPS, tuple(script), "script") if script is not None else None
     plan = (
-        _validated(TypeAdapter(ElicitationPlan), elicitation_plan, "elicitation_plan")
-        if elicitation_plan is not None
+        _validated(_PLAN, options.elicitation_plan, "elicitation_plan")
+        if options.elicitation_plan is not None
         else None
+    )
+    policy: PermissionPolicy = (
+        _validated(_POLICY, options.permission_policy, "permission_policy")
+        if options.permission_policy is not None
+        else PermissionPolicy()
     )
     agent = spec_codec.agent_message(
         prompt=prompt,
         server=server_name(server),
         harness=harness,
         models=models,
-        tools=tools,
+        tools=options.tools,
         script=steps,
         elicitation_plan=plan,
-        round_timeout_seconds=round_timeout_seconds,
+        permission_policy=policy.default,
+        round_limit=_validated(_ROUND_LIMIT, options.round_limit, "round_limit"),
+        round_timeout_seconds=options.round_timeout_seconds,
     )
     request = execution_service_pb2.SubmitRequest(agent=agent)
-    return _finish(request, human_input, request_id)
+    return _finish(request, options.human_input, options.request_id)
 
 
 def spec_request(

@@ -8,11 +8,7 @@ loop; nothing asserts on elapsed time.
 from __future__ import annotations
 
 import json
-import queue
-import signal
-import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -32,11 +28,10 @@ from m3grpc.wire.gen.m3.v1 import (
     execution_service_pb2,
     execution_service_pb2_grpc,
 )
+from m3grpc.devtools.serve_process import ServeProcess
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVERS = ROOT / "tests" / "mcp_servers"
-READY_PREFIX = "m3grpc serving on "
-SERVE = [sys.executable, "-m", "m3grpc.cli", "serve", "--log-level", "info"]
 ADDRESS = {"street": "1 Main Street", "city": "Pune"}
 BOOKED = "booked shipment to 1 Main Street, Pune"
 
@@ -79,47 +74,11 @@ def write_config(
     return path
 
 
-class ServerProcess:
-    """One `python -m m3grpc.cli serve` subprocess."""
+class ServerProcess(ServeProcess):
+    """One `python -m m3grpc.cli serve` subprocess, logging at info level to `log`."""
 
     def __init__(self, config: Path, log: Path) -> None:
-        self.config = config
-        self.log = log
-        self.process: subprocess.Popen[str] | None = None
-        self.address = ""
-
-    def start(self, timeout: float = 60.0) -> ServerProcess:
-        with self.log.open("a") as log:
-            self.process = subprocess.Popen(
-                [*SERVE, "--config", str(self.config), "--listen", "127.0.0.1:0"],
-                cwd=ROOT,
-                stdout=subprocess.PIPE,
-                stderr=log,
-                text=True,
-            )
-        lines: queue.Queue[str] = queue.Queue()
-        stdout = self.process.stdout
-        assert stdout is not None
-        threading.Thread(target=lambda: [lines.put(line) for line in stdout], daemon=True).start()
-        try:
-            line = lines.get(timeout=timeout)
-        except queue.Empty:
-            self.kill()
-            raise RuntimeError(f"server did not start:\n{self.log.read_text()}") from None
-        assert line.startswith(READY_PREFIX), line
-        self.address = line.removeprefix(READY_PREFIX).strip()
-        return self
-
-    def terminate(self, timeout: float = 60.0) -> int:
-        """SIGTERM: graceful shutdown; returns the exit code."""
-        assert self.process is not None
-        self.process.send_signal(signal.SIGTERM)
-        return self.process.wait(timeout=timeout)
-
-    def kill(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.kill()
-            self.process.wait(timeout=30)
+        super().__init__(config, log=log, args=("--log-level", "info"))
 
     def stubs(self) -> Stubs:
         return Stubs(grpc.insecure_channel(self.address))
@@ -260,8 +219,14 @@ def shared_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerPr
 
 
 @pytest.fixture
-def stubs(shared_server: ServerProcess) -> Iterator[Stubs]:
-    client = shared_server.stubs()
+def server(shared_server: ServerProcess) -> ServerProcess:
+    """The server `stubs` talks to: the shared one, unless a module starts its own."""
+    return shared_server
+
+
+@pytest.fixture
+def stubs(server: ServerProcess) -> Iterator[Stubs]:
+    client = server.stubs()
     try:
         yield client
     finally:

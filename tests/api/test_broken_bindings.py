@@ -88,15 +88,6 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
         process.terminate()
 
 
-@pytest.fixture
-def stubs(server: ServerProcess) -> Iterator[Stubs]:
-    client = server.stubs()
-    try:
-        yield client
-    finally:
-        client.close()
-
-
 def failed_operation(
     stubs: Stubs, binding: str, code: str = "server_unavailable"
 ) -> execution_pb2.OperationResult:

@@ -16,9 +16,7 @@ from typing import Any
 import grpc
 import pytest
 
-from m3grpc.api.elicitation_service import ElicitationService
-from m3grpc.api.execution_service import ExecutionService
-from m3grpc.api.registration import add_servicer
+from m3grpc.api.server import add_m3_services
 from m3grpc.api.watch import PendingWatch
 from m3grpc.client import (
     AsyncRemoteMCPTestKit,
@@ -29,7 +27,6 @@ from m3grpc.client import (
 from m3grpc.errors import (
     InternalError,
     M3Error,
-    ManagedInputValidationError,
     ModelValidationError,
     ServiceShuttingDownError,
 )
@@ -110,18 +107,7 @@ async def _broken_server() -> tuple[grpc.aio.Server, str]:
     runtime: Any = BrokenRuntime()
     watch = PendingWatch(runtime, poll_interval=0.1, shutdown=asyncio.Event())
     server = grpc.aio.server()
-    add_servicer(
-        server,
-        ExecutionService(runtime, {}, watch),
-        execution_service_pb2.DESCRIPTOR.services_by_name["ExecutionService"],
-        ModelValidationError,
-    )
-    add_servicer(
-        server,
-        ElicitationService(runtime),
-        elicitation_service_pb2.DESCRIPTOR.services_by_name["ElicitationService"],
-        ManagedInputValidationError,
-    )
+    add_m3_services(server, runtime, {}, watch)
     port = server.add_insecure_port("127.0.0.1:0")
     await server.start()
     return server, f"127.0.0.1:{port}"

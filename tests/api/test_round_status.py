@@ -69,15 +69,6 @@ def server(tmp_path: Path) -> Iterator[ServerProcess]:
         process.kill()
 
 
-@pytest.fixture
-def stubs(server: ServerProcess) -> Iterator[Stubs]:
-    client = server.stubs()
-    try:
-        yield client
-    finally:
-        client.close()
-
-
 def step(name: str, **arguments: Any) -> execution_pb2.OperationStep:
     struct = struct_pb2.Struct()
     struct.update(arguments)

@@ -20,6 +20,7 @@ from m3grpc import (
 from m3grpc.errors import OperationTimeout, ResultWaitTimeout
 from m3grpc.kit import AsyncExecutionHandle, ExecutionHandle
 from m3grpc.storage import SQLiteExecutionStore
+from m3grpc.submit_options import RespondOutcome
 from m3grpc.types import (
     ExecutionOutcome,
     ExecutionStatus,
@@ -115,9 +116,14 @@ def test_invalid_response_leaves_round_pending_then_valid_one_wins(kit: MCPTestK
         handle.respond_elicitation(
             pending.round_id, {"shipping_address": ADDRESS}, idempotency_key=""
         )
-    handle.respond_elicitation(pending.round_id, {"shipping_address": ADDRESS}, idempotency_key="k")
+    answer = {"shipping_address": ADDRESS}
+    outcome = handle.respond_elicitation(pending.round_id, answer, idempotency_key="k")
+    assert outcome == RespondOutcome(
+        pending.round_id, ManagedInputStatus.RESPONSE_VALIDATED, replayed=False
+    )
     # A retry after a lost acknowledgement reuses key and response: accepted as a replay.
-    handle.respond_elicitation(pending.round_id, {"shipping_address": ADDRESS}, idempotency_key="k")
+    outcome = handle.respond_elicitation(pending.round_id, answer, idempotency_key="k")
+    assert outcome.round_id == pending.round_id and outcome.replayed
     assert handle.result(timeout=60).outcome is ExecutionOutcome.SUCCEEDED
 
 

@@ -52,7 +52,8 @@ def test_create_is_queued_and_idempotent_by_request_id(execution_store: SqlExecu
     assert caught.value.conflict_kind is ConflictKind.REQUEST_ID_REUSED
     other = execution_store.create_execution(spec, human_input="managed")
     assert other.state.execution_id != first.state.execution_id
-    assert execution_store.get_spec(first.state.execution_id) == spec
+    claimed = execution_store.claim_next(owner_id="w1", lease_duration=LEASE)
+    assert claimed is not None and claimed.spec == spec  # both executions hold `spec`
 
 
 def test_unknown_execution(execution_store: SqlExecutionStore) -> None:
@@ -78,7 +79,7 @@ def test_claim_next_is_fifo_and_exclusive(
     assert execution_store.get_state(first.execution_id).lifecycle is ExecutionStatus.RUNNING
 
 
-def test_renew_lifecycle_and_finish_under_lease(
+def test_renew_and_finish_under_lease(
     execution_store: SqlExecutionStore, clock: ManualClock
 ) -> None:
     execution_id = execution_store.create_execution({}, human_input="managed").state.execution_id
@@ -89,12 +90,6 @@ def test_renew_lifecycle_and_finish_under_lease(
         execution_id, claimed.lease, lease_duration=LEASE
     )
     assert not cancel and lease.expires_at == clock() + LEASE
-    execution_store.set_lifecycle(execution_id, lease, ExecutionStatus.WAITING_FOR_INPUT)
-    assert execution_store.get_state(execution_id).lifecycle is ExecutionStatus.WAITING_FOR_INPUT
-    with pytest.raises(ManagedInputConflict):
-        execution_store.set_lifecycle(
-            execution_id, lease.model_copy(update={"lease_token": "x"}), ExecutionStatus.RUNNING
-        )
     result = ExecutionResult(
         execution_id=execution_id,
         outcome=ExecutionOutcome.SUCCEEDED,
@@ -110,6 +105,8 @@ def test_renew_lifecycle_and_finish_under_lease(
         ),
         finished_at=clock(),
     )
+    with pytest.raises(ManagedInputConflict):  # a stale lease token
+        execution_store.finish(execution_id, lease.model_copy(update={"lease_token": "x"}), result)
     state = execution_store.finish(execution_id, lease, result)
     assert state.lifecycle is ExecutionStatus.FINISHED
     assert state.outcome is ExecutionOutcome.SUCCEEDED and state.finished_at == clock()

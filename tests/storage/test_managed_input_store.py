@@ -346,6 +346,28 @@ def test_submit_to_unknown_round(store: SqlManagedInputStore) -> None:
         store.submit_responses("rnd_missing", ACCEPT, idempotency_key="k")
 
 
+def test_submit_checks_the_rounds_execution(
+    store: SqlManagedInputStore, execution_store: SqlExecutionStore, clock: ManualClock
+) -> None:
+    round_id, _ = _pending(store, execution_store, clock)
+    with pytest.raises(ManagedInputValidationError) as caught:
+        store.submit_responses_detailed(
+            round_id, ACCEPT, idempotency_key="k", execution_id="exe_other"
+        )
+    assert caught.value.metadata == {"round_id": round_id, "execution_id": "exe_other"}
+    owner = store.get_round(round_id)
+    assert owner.status is ManagedInputStatus.PENDING
+    done = store.submit_responses_detailed(
+        round_id, ACCEPT, idempotency_key="k", execution_id=owner.pending.execution_id
+    )
+    assert (done.round_id, done.status, done.replayed) == (
+        round_id,
+        ManagedInputStatus.RESPONSE_VALIDATED,
+        False,
+    )
+    assert done.record == store.get_round(round_id)
+
+
 def test_idempotent_replay_and_conflict(
     store: SqlManagedInputStore, execution_store: SqlExecutionStore, clock: ManualClock
 ) -> None:
