@@ -53,6 +53,7 @@ if str(REPO_ROOT) not in sys.path:
 import grpc  # noqa: E402
 from compare_common import abort_on_signals  # noqa: E402
 
+from m3grpc.devtools.serve_process import ServeProcess  # noqa: E402
 from m3grpc.wire.gen.m3.v1 import (  # noqa: E402
     elicitation_pb2,
     elicitation_service_pb2,
@@ -61,7 +62,6 @@ from m3grpc.wire.gen.m3.v1 import (  # noqa: E402
     execution_service_pb2,
     execution_service_pb2_grpc,
 )
-from m3grpc.devtools.serve_process import ServeProcess  # noqa: E402
 
 SHIPPING = REPO_ROOT / "tests" / "mcp_servers" / "shipping.py"
 ADDRESS = {"street": "1 Main Street", "city": "Pune"}

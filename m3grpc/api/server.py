@@ -26,8 +26,8 @@ from m3grpc.api.registration import add_servicer
 from m3grpc.api.watch import PendingWatch
 from m3grpc.errors import ManagedInputValidationError, ModelValidationError
 from m3grpc.runtime import Runtime, SqlExecutionStore, default_harnesses
-from m3grpc.wire.gen.m3.v1 import elicitation_service_pb2, execution_service_pb2
 from m3grpc.servers import ServerBinding
+from m3grpc.wire.gen.m3.v1 import elicitation_service_pb2, execution_service_pb2
 
 log = logging.getLogger(__name__)
 

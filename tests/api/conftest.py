@@ -20,6 +20,7 @@ import pytest
 from google.rpc import error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
+from m3grpc.devtools.serve_process import ServeProcess
 from m3grpc.wire.gen.m3.v1 import (
     elicitation_pb2,
     elicitation_service_pb2,
@@ -28,7 +29,6 @@ from m3grpc.wire.gen.m3.v1 import (
     execution_service_pb2,
     execution_service_pb2_grpc,
 )
-from m3grpc.devtools.serve_process import ServeProcess
 
 ROOT = Path(__file__).resolve().parents[2]
 SERVERS = ROOT / "tests" / "mcp_servers"

@@ -30,7 +30,6 @@ from m3grpc.errors import (
     ModelValidationError,
     ServiceShuttingDownError,
 )
-from m3grpc.wire.gen.m3.v1 import elicitation_service_pb2, execution_service_pb2
 
 from .conftest import ServerProcess, start_server
 
