@@ -373,11 +373,10 @@ class SqlExecutionStore:
     ) -> None:
         """Finish by `rule` after the caller's checks; its open rounds fail
         `execution_finished`."""
-        if result.execution_id != execution_id:
-            raise ValueError("the result belongs to another execution")
         finished = finish_execution(
             conn,
             rule,
+            execution_id,
             result,
             round_failure=(
                 EXECUTION_FINISHED_FAILURE_CODE,

@@ -7,13 +7,17 @@ package changes a round or finishes an execution:
 
 - every write to a round (a status change or a lease write) is a `RoundMove`,
   which only `check_round` hands out after the actor's checks, and which
-  `write_round` writes with a compare-and-set UPDATE (plus the event);
+  `write_round` writes with a compare-and-set UPDATE (plus the event); the one
+  exception is the heartbeat's bulk lease renewal (`renew_leases`), a single
+  UPDATE of lease expiries restricted to the states its rule allows, as one
+  statement per row would not scale with the executions a process runs;
 - every execution finishes in `finish_execution` (the worker's finish, a queued
   execution's cancel, recovery), which fails the execution's open rounds by the
   `finish_execution` round rule in the same transaction.
 
 README.md ("How a round moves") shows the same tables; tests/storage/test_transitions.py
-compares them row by row and walks every rule against a real store.
+compares them row by row and walks every round rule from every state against a
+real store.
 """
 
 from __future__ import annotations
@@ -354,6 +358,7 @@ def keep_execution_in_step(
 def finish_execution(
     conn: Connection,
     rule: Rule[ExecutionStatus],
+    execution_id: str,
     result: ExecutionResult,
     *,
     round_failure: tuple[str, str],
@@ -365,7 +370,6 @@ def finish_execution(
     False when the execution is not in one of the rule's from-states (e.g. it
     finished already): then nothing of the execution changes."""
     assert rule.to_state is ExecutionStatus.FINISHED
-    execution_id = result.execution_id
     now = result.finished_at
     failure_code, failure_message = round_failure
     fail_open_rounds(
@@ -422,6 +426,7 @@ def finish_recovered(
     return finish_execution(
         conn,
         EXECUTION_RULE["fail_recovery"],
+        execution_id,
         ExecutionResult(
             execution_id=execution_id,
             outcome=outcome,
