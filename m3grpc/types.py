@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping
-from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, field_validator
@@ -235,10 +234,3 @@ class RedactedResponses(_Model):
     actions: Mapping[str, ElicitationAction]
     content_keys: Mapping[str, tuple[str, ...]]
     digest: str | None
-
-
-def ensure_aware(value: datetime, what: str = "datetime") -> datetime:
-    """Reject naive datetimes: every time in M3 is timezone-aware."""
-    if value.tzinfo is None or value.tzinfo.utcoffset(value) is None:
-        raise ValueError(f"{what} must be timezone-aware, got naive {value!r}")
-    return value

@@ -9,12 +9,12 @@ from m3grpc.storage.executions import (
     SQLiteExecutionStore,
 )
 from m3grpc.storage.managed_input import (
-    RECOVERY_FAILURE_CODE,
     ManagedInputStore,
     ResponseSubmission,
     SQLiteManagedInputStore,
     SqlManagedInputStore,
 )
+from m3grpc.storage.transitions import RECOVERY_FAILURE_CODE
 from m3grpc.types import (
     ManagedInputLease,
     ManagedInputRecord,

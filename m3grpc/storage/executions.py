@@ -27,6 +27,7 @@ from m3grpc.errors import (
     ManagedInputConflict,
     ManagedInputRecoveryError,
 )
+from m3grpc.storage.clock import Clock, checked_clock, read_clock
 from m3grpc.storage.engine import (
     SQLiteSynchronous,
     add_commit_listener,
@@ -36,23 +37,23 @@ from m3grpc.storage.engine import (
     write_transaction,
 )
 from m3grpc.storage.events import (
-    EventKind,
     StoredEvent,
-    append_event,
     last_seq,
     read_events,
 )
-from m3grpc.storage.managed_input import (
-    Clock,
-    SqlManagedInputStore,
-    fail_open_rounds,
-    finish_recovered,
-    new_lease_token,
-    utc_now,
-)
+from m3grpc.storage.managed_input import SqlManagedInputStore
 from m3grpc.storage.operations import record_operation
 from m3grpc.storage.response_validation import require_identifier
 from m3grpc.storage.schema import executions, rounds
+from m3grpc.storage.tokens import new_lease_token
+from m3grpc.storage.transitions import (
+    EXECUTION_FINISHED_FAILURE_CODE,
+    EXECUTION_RULE,
+    ROUND_RULE,
+    Rule,
+    finish_execution,
+    finish_recovered,
+)
 from m3grpc.types import (
     ExecutionOutcome,
     ExecutionResult,
@@ -60,13 +61,13 @@ from m3grpc.types import (
     ExecutionStatus,
     HumanInput,
     ManagedInputLease,
-    ManagedInputStatus,
     OperationResult,
-    ensure_aware,
 )
 
 # Rows per statement of a bulk renewal (well under every backend's bind limit).
 _RENEW_CHUNK = 500
+# The state create_execution inserts an execution in.
+_CREATED = EXECUTION_RULE["create_execution"].creates()
 
 
 @dataclass(frozen=True)
@@ -98,9 +99,7 @@ class SqlExecutionStore:
         clock: Clock | None = None,
         sqlite_synchronous: SQLiteSynchronous = "FULL",
     ) -> None:
-        if clock is not None:
-            ensure_aware(clock(), "the supplied clock's time")
-        self._clock: Clock = clock or utc_now
+        self._clock: Clock = checked_clock(clock)
         self._engine = create_store_engine(
             database, busy_timeout_ms=busy_timeout_ms, sqlite_synchronous=sqlite_synchronous
         )
@@ -125,7 +124,7 @@ class SqlExecutionStore:
         return self._engine.dialect.name
 
     def now(self) -> datetime:
-        return ensure_aware(self._clock(), "the store clock's time")
+        return read_clock(self._clock)
 
     def close(self) -> None:
         self._engine.dispose()
@@ -169,7 +168,7 @@ class SqlExecutionStore:
                     request_digest=digest,
                     spec=document,
                     human_input=human_input,
-                    lifecycle=ExecutionStatus.QUEUED.value,
+                    lifecycle=_CREATED.value,
                     cancel_requested=False,
                     created_at=now,
                     updated_at=now,
@@ -204,10 +203,11 @@ class SqlExecutionStore:
     def claim_next(self, *, owner_id: str, lease_duration: timedelta) -> ClaimedExecution | None:
         """Claim the oldest queued execution for `owner_id`, or None when the queue is empty."""
         require_identifier(owner_id, "owner_id")
+        rule = EXECUTION_RULE["claim_next"]
         with write_transaction(self._engine) as conn:
             query = (
                 sa.select(executions)
-                .where(executions.c.lifecycle == ExecutionStatus.QUEUED.value)
+                .where(executions.c.lifecycle.in_(rule.open_states()))
                 .order_by(executions.c.created_at, executions.c.execution_id)
                 .limit(1)
             )
@@ -224,9 +224,9 @@ class SqlExecutionStore:
                 executions.update()
                 .where(executions.c.execution_id == row.execution_id)
                 # Only a still-queued execution: two claimers can never both win.
-                .where(executions.c.lifecycle == ExecutionStatus.QUEUED.value)
+                .where(executions.c.lifecycle.in_(rule.open_states()))
                 .values(
-                    lifecycle=ExecutionStatus.RUNNING.value,
+                    lifecycle=rule.target(ExecutionStatus(row.lifecycle)).value,
                     worker_owner_id=lease.owner_id,
                     worker_lease_token=lease.lease_token,
                     worker_lease_expires_at=lease.expires_at,
@@ -306,7 +306,7 @@ class SqlExecutionStore:
                     rounds.update()
                     .where(rounds.c.execution_id.in_(renewed_ids))
                     .where(rounds.c.owner_id == owner_id)
-                    .where(rounds.c.status.in_([s.value for s in _OPEN_ROUND_STATUSES]))
+                    .where(rounds.c.status.in_(ROUND_RULE["renew_leases"].open_states()))
                     .values(lease_expires_at=expires)
                 )
                 for row in renewed:
@@ -342,43 +342,35 @@ class SqlExecutionStore:
                         conflict_kind=ConflictKind.CONCURRENT_UPDATE,
                         metadata={"execution_id": execution_id},
                     )
+                rule = EXECUTION_RULE["request_cancel"]
             else:
                 self._guard(conn, execution_id, lease)
-            self._finish(conn, execution_id, result)
+                rule = EXECUTION_RULE["finish"]
+            self._finish(conn, rule, execution_id, result)
             return _state(self._load(conn, execution_id))
 
-    def _finish(self, conn: Connection, execution_id: str, result: ExecutionResult) -> None:
-        now = result.finished_at
-        fail_open_rounds(
+    @staticmethod
+    def _finish(
+        conn: Connection, rule: Rule[ExecutionStatus], execution_id: str, result: ExecutionResult
+    ) -> None:
+        """Finish by `rule` after the caller's checks; its open rounds fail
+        `execution_finished`."""
+        finished = finish_execution(
             conn,
+            rule,
             execution_id,
-            now=now,
-            failure_code="execution_finished",
-            failure_message=f"the execution finished ({result.outcome.value}) before the round",
+            result,
+            round_failure=(
+                EXECUTION_FINISHED_FAILURE_CODE,
+                f"the execution finished ({result.outcome.value}) before the round",
+            ),
         )
-        conn.execute(
-            executions.update()
-            .where(executions.c.execution_id == execution_id)
-            .values(
-                lifecycle=ExecutionStatus.FINISHED.value,
-                outcome=result.outcome.value,
-                result=result.model_dump(mode="json"),
-                failure_code=result.failure_code,
-                failure_message=result.failure_message,
-                worker_owner_id=None,
-                worker_lease_token=None,
-                worker_lease_expires_at=None,
-                updated_at=now,
-                finished_at=now,
+        if not finished:
+            raise ManagedInputConflict(
+                f"the execution cannot finish from where it is ({rule.method})",
+                conflict_kind=ConflictKind.CONCURRENT_UPDATE,
+                metadata={"execution_id": execution_id},
             )
-        )
-        append_event(
-            conn,
-            EventKind.EXECUTION_FINISHED,
-            execution_id=execution_id,
-            status=result.outcome.value,
-            created_at=now,
-        )
 
     def request_cancel(self, execution_id: str) -> ExecutionState:
         """Ask for cancellation. A queued execution finishes cancelled at once; a
@@ -386,9 +378,11 @@ class SqlExecutionStore:
         with write_transaction(self._engine) as conn:
             row = self._load(conn, execution_id, for_update=True)
             now = self.now()
-            if row.lifecycle == ExecutionStatus.QUEUED.value:
+            cancel = EXECUTION_RULE["request_cancel"]
+            if cancel.allows(row.lifecycle):
                 self._finish(
                     conn,
+                    cancel,
                     execution_id,
                     ExecutionResult(
                         execution_id=execution_id,
@@ -480,9 +474,6 @@ class SqlExecutionStore:
                 f"no execution {execution_id!r}", metadata={"execution_id": execution_id}
             )
         return row
-
-
-_OPEN_ROUND_STATUSES = tuple(s for s in ManagedInputStatus if not s.terminal)
 
 
 class SQLiteExecutionStore(SqlExecutionStore):

@@ -1,8 +1,9 @@
 """The managed-input store: durable rounds and their compare-and-set state machine.
 
-Every transition is one transaction that checks the round's state (and, for
-worker transitions, the owner_id + lease_token compare-and-set) before it
-writes, and appends an event in the same transaction.
+Every transition is one transaction that checks the move against the rules of
+`m3grpc.storage.transitions` (the round's state and, for worker transitions,
+the owner_id + lease_token compare-and-set) before it writes, and appends an
+event in the same transaction. The rules, in short:
 
     (new) -> pending                      create_round      worker, becomes lease owner
     pending -> response_validated         submit_responses  caller; owner's lease live
@@ -16,10 +17,9 @@ writes, and appends an event in the same transaction.
 from __future__ import annotations
 
 import os
-import secrets
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from functools import cached_property
 from types import SimpleNamespace
 from typing import Any, Protocol, runtime_checkable
@@ -32,21 +32,21 @@ from m3grpc.errors import (
     ConflictKind,
     FieldViolation,
     ManagedInputConflict,
-    ManagedInputRecoveryError,
     ManagedInputStateError,
     ManagedInputValidationError,
     OperationTimeout,
     RoundNotFoundError,
 )
 from m3grpc.storage import statements
+from m3grpc.storage.clock import Clock, checked_clock, read_clock, utc_now
 from m3grpc.storage.engine import (
     SQLiteSynchronous,
     create_store_engine,
     read_transaction,
     write_transaction,
 )
-from m3grpc.storage.events import EventKind, append_event, round_event_kind
-from m3grpc.storage.operations import earned_outcome, record_operation, stored_operations
+from m3grpc.storage.events import EventKind, append_event
+from m3grpc.storage.operations import record_operation
 from m3grpc.storage.response_validation import (
     coerce_responses,
     document_digest,
@@ -56,11 +56,23 @@ from m3grpc.storage.response_validation import (
     validate_responses,
 )
 from m3grpc.storage.schema import executions, rounds
+from m3grpc.storage.tokens import new_lease_token
+from m3grpc.storage.transitions import (
+    EXECUTION_RULE,
+    RECOVERY_FAILURE_CODE,
+    ROUND_RULE,
+    RoundMove,
+    Rule,
+    check_round,
+    finish_recovered,
+    keep_execution_in_step,
+    require_not_recovered,
+    state_error,
+    write_round,
+)
 from m3grpc.types import (
     ElicitationRequest,
     ElicitationResponse,
-    ExecutionOutcome,
-    ExecutionResult,
     ExecutionStatus,
     ManagedInputLease,
     ManagedInputRecord,
@@ -68,28 +80,22 @@ from m3grpc.types import (
     OperationResult,
     PendingElicitationRound,
     RedactedResponses,
-    ensure_aware,
 )
 
-Clock = Callable[[], datetime]
-RECOVERY_FAILURE_CODE = "recovery_unavailable"
+__all__ = [
+    "RECOVERY_FAILURE_CODE",
+    "Clock",
+    "ManagedInputStore",
+    "ResponseSubmission",
+    "SQLiteManagedInputStore",
+    "SqlManagedInputStore",
+    "redact_responses",
+]
 
 _REQUESTS = TypeAdapter(dict[str, ElicitationRequest])
 _RESPONSES = TypeAdapter(dict[str, ElicitationResponse])
-_NON_TERMINAL = (
-    ManagedInputStatus.PENDING,
-    ManagedInputStatus.RESPONSE_VALIDATED,
-    ManagedInputStatus.DELIVERY_STARTED,
-    ManagedInputStatus.DELIVERED,
-)
-
-
-def utc_now() -> datetime:
-    return datetime.now(UTC)
-
-
-def new_lease_token() -> str:
-    return secrets.token_urlsafe(18)
+# The state create_round inserts a round in.
+_CREATED = ROUND_RULE["create_round"].creates()
 
 
 @dataclass(frozen=True)
@@ -194,7 +200,7 @@ class SqlManagedInputStore:
 
     def now(self) -> datetime:
         """The store clock's current time; a naive time is a configuration error."""
-        return ensure_aware(self._clock(), "the store clock's time")
+        return read_clock(self._clock)
 
     # -- creation and reads -------------------------------------------------
 
@@ -279,7 +285,7 @@ class SqlManagedInputStore:
                     deadline=pending.deadline,
                     round_index=round_index,
                     round_limit=round_limit,
-                    status=ManagedInputStatus.PENDING.value,
+                    status=_CREATED.value,
                     owner_id=lease.owner_id,
                     lease_token=lease.lease_token,
                     lease_expires_at=lease.expires_at,
@@ -292,15 +298,13 @@ class SqlManagedInputStore:
                     updated_at=now,
                 )
             )
-            _set_execution_lifecycle(
-                conn, pending.execution_id, ExecutionStatus.WAITING_FOR_INPUT, now
-            )
+            keep_execution_in_step(conn, EXECUTION_RULE["create_round"], pending.execution_id, now)
             append_event(
                 conn,
                 EventKind.ROUND_PENDING,
                 execution_id=pending.execution_id,
                 round_id=pending.round_id,
-                status=ManagedInputStatus.PENDING.value,
+                status=_CREATED.value,
                 created_at=now,
             )
             return _record(self._load(conn, pending.round_id))
@@ -388,29 +392,19 @@ class SqlManagedInputStore:
                         conflict_kind=ConflictKind.IDEMPOTENCY_KEY_REUSED,
                         metadata={"round_id": round_id},
                     )
-                _require_not_recovered(row)
-                raise _state_error(row, "the round already has a response")
-            _require_not_recovered(row)
-            if row.status != ManagedInputStatus.PENDING.value:
-                raise _state_error(row, "the round is not pending")
+                require_not_recovered(row)
+                raise state_error(row, "the round already has a response")
             now = self.now()
-            if row.lease_expires_at is None or row.lease_expires_at <= now:
-                raise ManagedInputRecoveryError(
-                    "the worker that owns this round is gone (lease expired); "
-                    "recovery will fail the round",
-                    metadata={"round_id": round_id, "execution_id": row.execution_id},
-                )
+            move = check_round(ROUND_RULE["submit_responses"], row, now=now)
             if row.deadline is not None and row.deadline <= now:
                 raise OperationTimeout(
                     "the round's deadline has passed",
                     metadata={"round_id": round_id, "execution_id": row.execution_id},
                 )
             validate_responses(_REQUESTS.validate_python(row.requests), document)
-            written = self._write(
+            written = write_round(
                 conn,
-                row,
-                status=ManagedInputStatus.RESPONSE_VALIDATED,
-                now=now,
+                move,
                 responses=document,
                 idempotency_key=idempotency_key,
                 response_digest=digest,
@@ -432,23 +426,9 @@ class SqlManagedInputStore:
         with write_transaction(self._engine) as conn:
             row = self._load(conn, round_id, for_update=True)
             now = self.now()
-            self._require_non_terminal(row)
-            if row.lease_expires_at is None or row.lease_expires_at <= now:
-                raise ManagedInputRecoveryError(
-                    "the round's lease expired: it cannot be safely reclaimed",
-                    metadata={"round_id": round_id, "execution_id": row.execution_id},
-                )
-            if row.owner_id != owner_id:
-                raise ManagedInputConflict(
-                    "another worker owns this round",
-                    conflict_kind=ConflictKind.STALE_LEASE,
-                    metadata={"round_id": round_id},
-                )
-            written = self._write(
+            written = write_round(
                 conn,
-                row,
-                status=ManagedInputStatus(row.status),
-                now=now,
+                check_round(ROUND_RULE["claim_round"], row, now=now, owner_id=owner_id),
                 lease_token=new_lease_token(),
                 lease_expires_at=now + lease_duration,
             )
@@ -458,33 +438,25 @@ class SqlManagedInputStore:
         self, round_id: str, lease: ManagedInputLease, *, lease_duration: timedelta
     ) -> ManagedInputRecord:
         with write_transaction(self._engine) as conn:
-            row, now = self._guard(conn, round_id, lease, _NON_TERMINAL)
-            written = self._write(
-                conn,
-                row,
-                status=ManagedInputStatus(row.status),
-                now=now,
-                lease_expires_at=now + lease_duration,
-            )
+            move = self._guard(conn, ROUND_RULE["renew"], round_id, lease)
+            written = write_round(conn, move, lease_expires_at=move.now + lease_duration)
             return _record(written)
 
     def start_delivery(self, round_id: str, lease: ManagedInputLease) -> ManagedInputRecord:
         # delivery_started -> delivery_started is a retry by the same live owner.
         return self._transition(
+            "start_delivery",
             round_id,
             lease,
-            (ManagedInputStatus.RESPONSE_VALIDATED, ManagedInputStatus.DELIVERY_STARTED),
-            ManagedInputStatus.DELIVERY_STARTED,
             stamp="delivery_started_at",
             count_attempt=True,
         )
 
     def mark_delivered(self, round_id: str, lease: ManagedInputLease) -> ManagedInputRecord:
         return self._transition(
+            "mark_delivered",
             round_id,
             lease,
-            (ManagedInputStatus.DELIVERY_STARTED,),
-            ManagedInputStatus.DELIVERED,
             stamp="delivered_at",
         )
 
@@ -500,10 +472,9 @@ class SqlManagedInputStore:
         operation's result; `last`: the execution's final one) is stored in the
         same transaction, so it is durable as soon as the round is resolved."""
         return self._transition(
+            "resolve",
             round_id,
             lease,
-            (ManagedInputStatus.DELIVERED,),
-            ManagedInputStatus.RESOLVED,
             stamp="resolved_at",
             operation=(operation, last) if operation is not None else None,
         )
@@ -523,10 +494,10 @@ class SqlManagedInputStore:
         `operation` and `last` are stored as with `resolve`."""
         require_identifier(failure_code, "failure_code")
         return self._transition(
+            "fail",
             round_id,
             lease,
-            tuple(expected_statuses) if expected_statuses is not None else _NON_TERMINAL,
-            ManagedInputStatus.FAILED,
+            within=expected_statuses,
             stamp="failed_at",
             failure=(failure_code, failure_message),
             operation=(operation, last) if operation is not None else None,
@@ -538,19 +509,12 @@ class SqlManagedInputStore:
         """Fail a round whose owner's lease expired, and finish its execution failed."""
         with write_transaction(self._engine) as conn:
             row = self._load(conn, round_id, for_update=True)
-            self._require_non_terminal(row)
             now = self.now()
-            if row.lease_expires_at is not None and row.lease_expires_at > now:
-                raise ManagedInputRecoveryError(
-                    "the round's owner still holds a live lease: recovery would race it",
-                    metadata={"round_id": round_id, "execution_id": row.execution_id},
-                )
+            move = check_round(ROUND_RULE["fail_recovery"], row, now=now)
             message = "the worker that owned this round disappeared; it cannot be resumed"
-            written = self._write(
+            written = write_round(
                 conn,
-                row,
-                status=ManagedInputStatus.FAILED,
-                now=now,
+                move,
                 failed_at=now,
                 failure_code=RECOVERY_FAILURE_CODE,
                 failure_message=message,
@@ -565,7 +529,7 @@ class SqlManagedInputStore:
             return list(
                 conn.execute(
                     sa.select(rounds.c.round_id)
-                    .where(rounds.c.status.in_([s.value for s in _NON_TERMINAL]))
+                    .where(rounds.c.status.in_(ROUND_RULE["fail_recovery"].open_states()))
                     .where(rounds.c.lease_expires_at <= now)
                     .order_by(rounds.c.created_at)
                 ).scalars()
@@ -575,103 +539,48 @@ class SqlManagedInputStore:
 
     def _transition(
         self,
+        method: str,
         round_id: str,
         lease: ManagedInputLease,
-        allowed: Sequence[ManagedInputStatus],
-        target: ManagedInputStatus,
         *,
         stamp: str,
+        within: Collection[ManagedInputStatus] | None = None,
         count_attempt: bool = False,
         failure: tuple[str, str] | None = None,
         operation: tuple[OperationResult, bool] | None = None,
     ) -> ManagedInputRecord:
+        """A worker's move by the round rule `method`, under its lease."""
         with write_transaction(self._engine) as conn:
-            row, now = self._guard(conn, round_id, lease, allowed)
+            move = self._guard(conn, ROUND_RULE[method], round_id, lease, within=within)
+            row, now = move.row, move.now
             values: dict[str, Any] = {stamp: now}
             if count_attempt:
                 values["delivery_attempts"] = row.delivery_attempts + 1
             if failure is not None:
                 values["failure_code"], values["failure_message"] = failure
-            written = self._write(conn, row, status=target, now=now, **values)
+            written = write_round(conn, move, **values)
             if operation is not None:
                 result, last = operation
                 record_operation(conn, row.execution_id, result, last=last, now=now)
-            if target is ManagedInputStatus.DELIVERY_STARTED:
-                _set_execution_lifecycle(conn, row.execution_id, ExecutionStatus.RUNNING, now)
+            execution_rule = EXECUTION_RULE.get(method)
+            if execution_rule is not None:
+                keep_execution_in_step(conn, execution_rule, row.execution_id, now)
             return _record(written)
 
     def _guard(
         self,
         conn: Connection,
+        rule: Rule[ManagedInputStatus],
         round_id: str,
         lease: ManagedInputLease,
-        allowed: Sequence[ManagedInputStatus],
-    ) -> tuple[Row[Any], datetime]:
-        """Load the round and check state, ownership and lease liveness."""
+        *,
+        within: Collection[ManagedInputStatus] | None = None,
+    ) -> RoundMove:
+        """Load the round (locked) and check the worker's move: state, ownership,
+        lease liveness."""
         require_identifier(round_id, "round_id")
         row = self._load(conn, round_id, for_update=True)
-        self._require_non_terminal(row)
-        if row.owner_id != lease.owner_id or row.lease_token != lease.lease_token:
-            raise ManagedInputConflict(
-                "stale lease: another worker owns this round, or the token was replaced",
-                conflict_kind=ConflictKind.STALE_LEASE,
-                metadata={"round_id": round_id},
-            )
-        now = self.now()
-        if row.lease_expires_at is None or row.lease_expires_at <= now:
-            raise ManagedInputConflict(
-                "stale lease: it expired",
-                conflict_kind=ConflictKind.STALE_LEASE,
-                metadata={"round_id": round_id},
-            )
-        if row.status not in {s.value for s in allowed}:
-            raise _state_error(row, f"expected status {' or '.join(s.value for s in allowed)}")
-        return row, now
-
-    @staticmethod
-    def _require_non_terminal(row: Row[Any]) -> None:
-        if ManagedInputStatus(row.status).terminal:
-            raise _state_error(row, "the round is terminal")
-
-    @staticmethod
-    def _write(
-        conn: Connection,
-        row: Row[Any],
-        *,
-        status: ManagedInputStatus,
-        now: datetime,
-        **values: Any,
-    ) -> dict[str, Any]:
-        """Write the transition; returns the round's new row (no re-read needed).
-
-        The UPDATE is guarded with what was read, so a concurrent writer
-        cannot slip in between."""
-        values = {**values, "status": status.value, "updated_at": now}
-        result = conn.execute(
-            statements.update_round(tuple(sorted(values))),
-            {
-                "b_round_id": row.round_id,
-                "b_status": row.status,
-                "b_lease_token": row.lease_token,
-                **{f"v_{name}": value for name, value in values.items()},
-            },
-        )
-        if result.rowcount != 1:
-            raise ManagedInputConflict(
-                "the round changed concurrently",
-                conflict_kind=ConflictKind.CONCURRENT_UPDATE,
-                metadata={"round_id": row.round_id},
-            )
-        if status.value != row.status:
-            append_event(
-                conn,
-                round_event_kind(row.status),
-                execution_id=row.execution_id,
-                round_id=row.round_id,
-                status=status.value,
-                created_at=now,
-            )
-        return {**row._mapping, **values}
+        return check_round(rule, row, now=self.now(), lease=lease, within=within)
 
     @staticmethod
     def _load(conn: Connection, round_id: str, *, for_update: bool = False) -> Row[Any]:
@@ -694,7 +603,7 @@ class SQLiteManagedInputStore(SqlManagedInputStore):
         sqlite_synchronous: SQLiteSynchronous = "FULL",
     ) -> None:
         if clock is not None:
-            ensure_aware(clock(), "the supplied clock's time")
+            checked_clock(clock)
         engine = (
             database
             if isinstance(database, Engine)
@@ -703,114 +612,6 @@ class SQLiteManagedInputStore(SqlManagedInputStore):
             )
         )
         super().__init__(engine, clock=clock)
-
-
-def fail_open_rounds(
-    conn: Connection, execution_id: str, *, now: datetime, failure_code: str, failure_message: str
-) -> list[str]:
-    """Fail every non-terminal round of the execution, inside the caller's transaction.
-
-    An execution that finishes leaves no round open: nothing could deliver to it."""
-    open_rounds = conn.execute(
-        sa.select(rounds.c.round_id, rounds.c.status)
-        .where(rounds.c.execution_id == execution_id)
-        .where(rounds.c.status.in_([s.value for s in _NON_TERMINAL]))
-    ).all()
-    for round_id, status in open_rounds:
-        conn.execute(
-            rounds.update()
-            .where(rounds.c.round_id == round_id)
-            .values(
-                status=ManagedInputStatus.FAILED.value,
-                failed_at=now,
-                updated_at=now,
-                failure_code=failure_code,
-                failure_message=failure_message,
-            )
-        )
-        append_event(
-            conn,
-            round_event_kind(status),
-            execution_id=execution_id,
-            round_id=round_id,
-            status=ManagedInputStatus.FAILED.value,
-            created_at=now,
-        )
-    return [round_id for round_id, _status in open_rounds]
-
-
-def finish_recovered(
-    conn: Connection, execution_id: str, *, now: datetime, failure_message: str
-) -> bool:
-    """Finish an unfinished execution whose worker disappeared, inside the caller's
-    transaction, keeping every operation result stored before it did.
-
-    If the stored results include the execution's final operation, every
-    operation completed: the execution finishes with the outcome they earned (as
-    its worker would have). Otherwise it finishes failed, `recovery_unavailable`.
-    Rounds still open fail `recovery_unavailable` either way."""
-    fail_open_rounds(
-        conn,
-        execution_id,
-        now=now,
-        failure_code=RECOVERY_FAILURE_CODE,
-        failure_message=failure_message,
-    )
-    operations, complete = stored_operations(conn, execution_id)
-    if complete:
-        outcome, failure_code, message = earned_outcome(operations)
-    else:
-        outcome, failure_code, message = (
-            ExecutionOutcome.FAILED,
-            RECOVERY_FAILURE_CODE,
-            failure_message,
-        )
-    result = ExecutionResult(
-        execution_id=execution_id,
-        outcome=outcome,
-        operations=tuple(operations),
-        failure_code=failure_code,
-        failure_message=message,
-        finished_at=now,
-    )
-    finished = conn.execute(
-        executions.update()
-        .where(executions.c.execution_id == execution_id)
-        .where(executions.c.lifecycle != ExecutionStatus.FINISHED.value)
-        .values(
-            lifecycle=ExecutionStatus.FINISHED.value,
-            outcome=outcome.value,
-            failure_code=failure_code,
-            failure_message=message,
-            result=result.model_dump(mode="json"),
-            worker_owner_id=None,
-            worker_lease_token=None,
-            worker_lease_expires_at=None,
-            updated_at=now,
-            finished_at=now,
-        )
-    )
-    if finished.rowcount != 1:
-        return False
-    append_event(
-        conn,
-        EventKind.EXECUTION_FINISHED,
-        execution_id=execution_id,
-        status=outcome.value,
-        created_at=now,
-    )
-    return True
-
-
-def _set_execution_lifecycle(
-    conn: Connection, execution_id: str, lifecycle: ExecutionStatus, now: datetime
-) -> None:
-    """Keep the execution's lifecycle in step with its rounds, in the same transaction:
-    a pending round means the execution waits for input."""
-    conn.execute(
-        statements.UPDATE_LIVE_EXECUTION_LIFECYCLE,
-        {"b_execution_id": execution_id, "v_lifecycle": lifecycle.value, "v_updated_at": now},
-    )
 
 
 def redact_responses(record: ManagedInputRecord) -> RedactedResponses:
@@ -824,24 +625,6 @@ def redact_responses(record: ManagedInputRecord) -> RedactedResponses:
         actions={key: value.action for key, value in responses.items()},
         content_keys={key: tuple(sorted(value.content or {})) for key, value in responses.items()},
         digest=responses_digest(responses) if record.responses is not None else None,
-    )
-
-
-def _require_not_recovered(row: Row[Any]) -> None:
-    """A round that recovery failed cannot be resumed: a late response gets
-    ManagedInputRecoveryError, not a state error."""
-    if row.status == ManagedInputStatus.FAILED.value and row.failure_code == RECOVERY_FAILURE_CODE:
-        raise ManagedInputRecoveryError(
-            "the worker that owned this round disappeared and recovery failed the round; "
-            "a late response cannot resume it",
-            metadata={"round_id": row.round_id, "execution_id": row.execution_id},
-        )
-
-
-def _state_error(row: Row[Any], message: str) -> ManagedInputStateError:
-    return ManagedInputStateError(
-        f"{message} (round {row.round_id} is {row.status})",
-        metadata={"round_id": row.round_id, "status": row.status},
     )
 
 

@@ -10,28 +10,12 @@ import functools
 
 import sqlalchemy as sa
 
-from m3grpc.storage.schema import events, executions, rounds
-from m3grpc.types import ExecutionStatus
+from m3grpc.storage.schema import events, rounds
 
 SELECT_ROUND = sa.select(rounds).where(rounds.c.round_id == sa.bindparam("round_id"))
 SELECT_ROUND_FOR_UPDATE = SELECT_ROUND.with_for_update()
 
 INSERT_EVENT = events.insert()
-
-# Moves an execution between RUNNING and WAITING_FOR_INPUT (never out of FINISHED).
-UPDATE_LIVE_EXECUTION_LIFECYCLE = (
-    executions.update()
-    .where(executions.c.execution_id == sa.bindparam("b_execution_id"))
-    .where(
-        executions.c.lifecycle.in_(
-            [ExecutionStatus.RUNNING.value, ExecutionStatus.WAITING_FOR_INPUT.value]
-        )
-    )
-    .values(
-        lifecycle=sa.bindparam("v_lifecycle"),
-        updated_at=sa.bindparam("v_updated_at", type_=executions.c.updated_at.type),
-    )
-)
 
 
 @functools.cache

@@ -7,6 +7,11 @@ the outcome of every call: a legal transition must succeed and change exactly
 what the model says; an illegal one must raise the predicted typed error
 (an M3Error subclass) and change nothing. After every step the whole store is
 compared with the model, and the event log with the model's status history.
+
+The model's allowed moves are the table's (m3grpc/storage/transitions.py): the
+from-states it expects come from ROUND_RULE, and every move it predicts is
+checked against the table as it is made. (tests/storage/test_transitions.py
+walks every rule from every state, deterministically.)
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ from __future__ import annotations
 import shutil
 import tempfile
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -49,6 +54,7 @@ from m3grpc.storage import (
     ManagedInputStatus,
     SqlExecutionStore,
 )
+from m3grpc.storage.transitions import EXECUTION_FINISHED_FAILURE_CODE, ROUND_RULE
 from m3grpc.types import ElicitationResponse, ExecutionOutcome, ExecutionStatus
 from tests.storage.conftest import ManualClock, make_round
 
@@ -150,10 +156,18 @@ class ModelRound:
             expires_at=self.lease_expires_at,
         )
 
-    def change_status(self, target: ManagedInputStatus) -> None:
+    def move(self, method: str, target: ManagedInputStatus | None = None) -> None:
+        """Make the table's move `method` (target None: the table's target); a move
+        the table does not allow is a bug in the model (or the table)."""
+        rule = ROUND_RULE[method]
+        assert rule.allows(self.status), f"{method} may not move a {self.status} round"
+        expected = rule.target(self.status)
+        assert target is None or target is expected, f"{method}: {self.status} -> {target}"
+        if expected is self.status:
+            return
         kind = EventKind.ROUND_LEFT_PENDING if self.status is S.PENDING else EventKind.ROUND_CHANGED
-        self.history.append((kind, target.value))
-        self.status = target
+        self.history.append((kind, expected.value))
+        self.status = expected
 
 
 Outcome = tuple[type[M3Error], ConflictKind | None] | None
@@ -178,7 +192,8 @@ class RoundStateMachine(RuleBasedStateMachine):
         self.store = self.execution_store.managed_input_store
         self.rounds: dict[str, ModelRound] = {}
         self.order: list[str] = []
-        self.finished_executions: set[str] = set()
+        # Finished executions and the outcome they finished with.
+        self.finished_executions: dict[str, ExecutionOutcome] = {}
         self.events_seen = 0
         # Records frozen the first time a round was seen terminal / with a response.
         self.terminal_records: dict[str, ManagedInputRecord] = {}
@@ -223,7 +238,7 @@ class RoundStateMachine(RuleBasedStateMachine):
         self,
         m: ModelRound | None,
         lease: ManagedInputLease,
-        allowed: tuple[ManagedInputStatus, ...],
+        allowed: Collection[ManagedInputStatus | None],
     ) -> Outcome:
         """What a worker compare-and-set call must do, by the state machine table."""
         if m is None:
@@ -432,7 +447,7 @@ class RoundStateMachine(RuleBasedStateMachine):
             assert result.record == self.store.get_round(m.round_id)
             return
         assert result.replayed is False
-        m.change_status(S.RESPONSE_VALIDATED)
+        m.move("submit_responses", S.RESPONSE_VALIDATED)
         m.responses = dict(responses)
         m.idempotency_key = key
         m.response_validated_at = now
@@ -473,16 +488,12 @@ class RoundStateMachine(RuleBasedStateMachine):
     def advance_round(self, operation: str, index: int, source: str, worker: str) -> None:
         m = self.pick(index)
         lease = self.lease_for(m, source, worker)
-        allowed, target, stamp = {
-            "start_delivery": (
-                (S.RESPONSE_VALIDATED, S.DELIVERY_STARTED),
-                S.DELIVERY_STARTED,
-                "delivery_started_at",
-            ),
-            "mark_delivered": ((S.DELIVERY_STARTED,), S.DELIVERED, "delivered_at"),
-            "resolve": ((S.DELIVERED,), S.RESOLVED, "resolved_at"),
+        stamp = {
+            "start_delivery": "delivery_started_at",
+            "mark_delivered": "delivered_at",
+            "resolve": "resolved_at",
         }[operation]
-        expected = self.guard_outcome(m, lease, allowed)
+        expected = self.guard_outcome(m, lease, ROUND_RULE[operation].from_states)
         round_id = m.round_id if m is not None else MISSING_ROUND
         record = self.call(
             operation, expected, lambda: getattr(self.store, operation)(round_id, lease)
@@ -490,9 +501,10 @@ class RoundStateMachine(RuleBasedStateMachine):
         if expected is not None:
             return
         assert m is not None and record is not None
-        changed = m.status is not target
-        if changed:
-            m.change_status(target)
+        before = m.status
+        m.move(operation)
+        target = m.status
+        changed = target is not before
         setattr(m, stamp, self.now())
         m.updated_at = self.now()
         if operation == "start_delivery":
@@ -519,11 +531,8 @@ class RoundStateMachine(RuleBasedStateMachine):
     ) -> None:
         m = self.pick(index)
         lease = self.lease_for(m, source, worker)
-        allowed = (
-            expected_statuses
-            if expected_statuses is not None
-            else (S.PENDING, S.RESPONSE_VALIDATED, S.DELIVERY_STARTED, S.DELIVERED)
-        )
+        table = ROUND_RULE["fail"].from_states
+        allowed = table if expected_statuses is None else table & frozenset(expected_statuses)
         expected = (
             (ManagedInputValidationError, None)
             if not failure_code
@@ -544,7 +553,7 @@ class RoundStateMachine(RuleBasedStateMachine):
         if expected is not None:
             return
         assert m is not None and record is not None
-        m.change_status(S.FAILED)
+        m.move("fail", S.FAILED)
         m.failed_at = m.updated_at = self.now()
         m.failure_code, m.failure_message = failure_code, "it broke"
         assert record.status is S.FAILED
@@ -559,9 +568,7 @@ class RoundStateMachine(RuleBasedStateMachine):
     def renew(self, index: int, source: str, worker: str, seconds: int) -> None:
         m = self.pick(index)
         lease = self.lease_for(m, source, worker)
-        expected = self.guard_outcome(
-            m, lease, (S.PENDING, S.RESPONSE_VALIDATED, S.DELIVERY_STARTED, S.DELIVERED)
-        )
+        expected = self.guard_outcome(m, lease, ROUND_RULE["renew"].from_states)
         round_id = m.round_id if m is not None else MISSING_ROUND
         record = self.call(
             "renew",
@@ -571,6 +578,7 @@ class RoundStateMachine(RuleBasedStateMachine):
         if expected is not None:
             return
         assert m is not None and record is not None
+        m.move("renew")
         m.lease_expires_at = self.now() + timedelta(seconds=seconds)
         m.updated_at = self.now()
         assert record.lease == m.lease()
@@ -611,6 +619,7 @@ class RoundStateMachine(RuleBasedStateMachine):
         assert m is not None and record is not None and record.lease is not None
         assert record.lease.owner_id == owner_id
         assert record.lease.lease_token != m.lease_token
+        m.move("claim_round")
         m.old_leases.append(m.lease())
         m.lease_token = record.lease.lease_token
         m.lease_expires_at = self.now() + timedelta(seconds=seconds)
@@ -699,13 +708,56 @@ class RoundStateMachine(RuleBasedStateMachine):
         if expected is not None:
             return
         assert m is not None and record is not None
-        m.change_status(S.FAILED)
+        m.move("fail_recovery", S.FAILED)
         m.failed_at = m.updated_at = self.now()
         m.failure_code = RECOVERY_FAILURE_CODE
-        finishes = m.execution_id not in self.finished_executions
-        self.finished_executions.add(m.execution_id)
+        assert m.execution_id not in self.finished_executions, "its rounds would be closed"
+        self.finished_executions[m.execution_id] = ExecutionOutcome.FAILED
+        # Its sibling rounds still open fail with the execution.
+        siblings = self.close_rounds(m.execution_id, RECOVERY_FAILURE_CODE, None)
         assert record.status is S.FAILED
-        self.expect_events(1, execution_events=1 if finishes else 0)
+        self.expect_events(1 + siblings, execution_events=1)
+
+    def close_rounds(self, execution_id: str, failure_code: str, message: str | None) -> int:
+        """The model of an execution finishing: its open rounds fail with it."""
+        closed = 0
+        for other in self.rounds.values():
+            if other.execution_id == execution_id and not other.status.terminal:
+                other.move("finish_execution", S.FAILED)
+                other.failed_at = other.updated_at = self.now()
+                other.failure_code, other.failure_message = failure_code, message
+                closed += 1
+        return closed
+
+    @precondition(lambda self: self.order)
+    @rule(index=ROUND_INDEXES)
+    def cancel_execution(self, index: int) -> None:
+        """Cancelling a queued execution finishes it at once (the caller's
+        request_cancel), failing its open rounds; a finished one stays as it is."""
+        m = self.pick(index)
+        assert m is not None
+        state = self.execution_store.request_cancel(m.execution_id)
+        assert state.lifecycle is ExecutionStatus.FINISHED
+        if m.execution_id in self.finished_executions:
+            self.expect_events(0)
+            return
+        self.finished_executions[m.execution_id] = ExecutionOutcome.CANCELLED
+        closed = self.close_rounds(
+            m.execution_id,
+            EXECUTION_FINISHED_FAILURE_CODE,
+            "the execution finished (cancelled) before the round",
+        )
+        self.expect_events(closed, execution_events=1)
+
+    @precondition(lambda self: any(not m.status.terminal for m in self.rounds.values()))
+    @rule(index=ROUND_INDEXES)
+    def owner_disappears(self, index: int) -> None:
+        """An open round's owner stops renewing: time passes its lease, and recovery
+        fails the round (short clock steps alone rarely outlast a lease)."""
+        open_rounds = [m for m in self.rounds.values() if not m.status.terminal]
+        m = open_rounds[index % len(open_rounds)]
+        self.clock.advance(max(0.0, (m.lease_expires_at - self.now()).total_seconds()))
+        self.fail_recovery(self.order.index(m.round_id))
 
     @rule(seconds=st.sampled_from(ADVANCE_SECONDS))
     def advance_clock(self, seconds: int) -> None:
@@ -775,15 +827,20 @@ class RoundStateMachine(RuleBasedStateMachine):
         assert sorted(finished) == sorted(self.finished_executions)
 
     @invariant()
-    def recovered_executions_finish_failed(self) -> None:
+    def finished_executions_keep_their_outcome(self) -> None:
+        """Recovered executions finish failed `recovery_unavailable`, cancelled ones
+        `cancelled`; the rest stay queued (no worker runs them)."""
         for execution_id in {m.execution_id for m in self.rounds.values()}:
             state = self.execution_store.get_state(execution_id)
-            if execution_id in self.finished_executions:
-                assert state.lifecycle is ExecutionStatus.FINISHED
-                assert state.outcome is ExecutionOutcome.FAILED
-                assert state.failure_code == RECOVERY_FAILURE_CODE
-            else:
+            outcome = self.finished_executions.get(execution_id)
+            if outcome is None:
                 assert state.lifecycle is ExecutionStatus.QUEUED
+                continue
+            assert state.lifecycle is ExecutionStatus.FINISHED
+            assert state.outcome is outcome
+            assert state.failure_code == (
+                RECOVERY_FAILURE_CODE if outcome is ExecutionOutcome.FAILED else "cancelled"
+            )
 
 
 RoundStateMachine.TestCase.settings = settings(
