@@ -6,7 +6,6 @@ serve` subprocesses and the misbehaving servers of tests/mcp_servers/round_statu
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -15,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import grpc
-import httpx2
 import pytest
 from google.protobuf import struct_pb2
 from google.rpc import error_details_pb2
@@ -26,7 +24,7 @@ from m3grpc.wire.gen.m3.v1 import (
     execution_pb2,
     execution_service_pb2,
 )
-from tests.support.mcp_processes import free_port
+from tests.support.mcp_processes import free_port, serve_http
 
 from .conftest import (
     ADDRESS,
@@ -232,37 +230,12 @@ def test_a_finished_operations_result_survives_a_crash_before_the_next_one_ends(
 def held_close_http_server(markers: Path) -> Iterator[str]:
     """round_status over Streamable HTTP whose session DELETE waits for `markers/release`."""
     port = free_port()
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            str(SERVERS / "round_status.py"),
-            "--http",
-            "--port",
-            str(port),
-            "--hold-close",
-            str(markers),
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}/mcp"
-    try:
-        for _ in range(400):
-            assert process.poll() is None, "the HTTP test server exited"
-            try:
-                httpx2.get(url, timeout=1)  # any HTTP answer means it is serving
-                break
-            except httpx2.TransportError:
-                time.sleep(0.05)
-        yield url
-    finally:
-        (markers / "release").write_text("release")
-        process.terminate()
+    command = [sys.executable, str(SERVERS / "round_status.py"), "--http", "--port", str(port)]
+    with serve_http([*command, "--hold-close", str(markers)], port) as url:
         try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+            yield url
+        finally:
+            (markers / "release").write_text("release")
 
 
 def test_a_completed_execution_survives_a_crash_while_its_session_closes(
