@@ -69,7 +69,7 @@ from m3grpc.harness.base import (
     OperationRef,
     operation_id,
 )
-from m3grpc.harness.convert import domain_request, elicit_result
+from m3grpc.harness.mcp_convert import domain_request, elicit_result
 from m3grpc.harness.request_keys import legacy_request_key
 from m3grpc.servers import StdioServer
 from m3grpc.types import AgentReport, ElicitationResponse, NativePrompt, OperationResult

@@ -131,8 +131,8 @@ from m3grpc.harness.base import (
     OperationStep,
     operation_id,
 )
-from m3grpc.harness.convert import domain_request, dump_result, elicit_result
 from m3grpc.harness.diagnostics import StderrTail, connect_failure, connection_lost
+from m3grpc.harness.mcp_convert import domain_request, dump_result, elicit_result
 from m3grpc.harness.request_keys import (
     legacy_request_key,
     mrtr_request_keys,

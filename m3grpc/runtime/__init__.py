@@ -5,7 +5,7 @@ re-exported here.
 """
 
 from m3grpc.harness.codex import CodexSettings
-from m3grpc.runtime.service import Runtime, default_harnesses
+from m3grpc.runtime.facade import Runtime, default_harnesses
 from m3grpc.runtime.worker import WorkerSettings
 from m3grpc.storage import EventKind, SqlExecutionStore, StoredEvent
 from m3grpc.storage.managed_input import redact_responses

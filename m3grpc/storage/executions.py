@@ -41,9 +41,9 @@ from m3grpc.storage.events import (
     last_seq,
     read_events,
 )
+from m3grpc.storage.identifiers import require_identifier
 from m3grpc.storage.managed_input import SqlManagedInputStore
 from m3grpc.storage.operations import record_operation
-from m3grpc.storage.response_validation import require_identifier
 from m3grpc.storage.schema import executions, rounds
 from m3grpc.storage.tokens import new_lease_token
 from m3grpc.storage.transitions import (

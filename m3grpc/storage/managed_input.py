@@ -46,11 +46,11 @@ from m3grpc.storage.engine import (
     write_transaction,
 )
 from m3grpc.storage.events import EventKind, append_event
+from m3grpc.storage.identifiers import require_identifier
 from m3grpc.storage.operations import record_operation
 from m3grpc.storage.response_validation import (
     coerce_responses,
     document_digest,
-    require_identifier,
     responses_digest,
     responses_document,
     validate_responses,

@@ -29,16 +29,6 @@ from m3grpc.types import (
 _FORMAT_CHECKER = FormatChecker(formats=["email", "uri", "date", "date-time"])
 
 
-def require_identifier(value: object, field: str) -> str:
-    """A non-empty string ID, or ManagedInputValidationError naming the field."""
-    if not isinstance(value, str) or not value.strip():
-        raise ManagedInputValidationError(
-            f"{field} must be a non-empty string",
-            field_violations=[FieldViolation(field, "must be a non-empty string")],
-        )
-    return value
-
-
 def coerce_responses(responses: object) -> dict[str, ElicitationResponse]:
     """Check the shape of a response map: string keys to ElicitationResponse values."""
     if not isinstance(responses, Mapping):

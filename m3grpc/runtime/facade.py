@@ -39,7 +39,7 @@ from m3grpc.storage import (
     SqlExecutionStore,
     StoredEvent,
 )
-from m3grpc.storage.response_validation import require_identifier
+from m3grpc.storage.identifiers import require_identifier
 from m3grpc.types import (
     ElicitationResponse,
     ExecutionResult,
