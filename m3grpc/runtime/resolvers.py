@@ -66,10 +66,6 @@ class PlanInputResolver:
     async def settle_all(self, operations: Sequence[OperationResult] = ()) -> None:
         return None
 
-    @property
-    def held_round_ids(self) -> list[str]:
-        return []
-
     async def fail_open_round(self, failure_code: str, failure_message: str) -> None:
         return None
 
@@ -190,14 +186,6 @@ class ManagedInputResolver:
             code = result.failure_code or "operation_failed"
             message = result.failure_message or ""
         await self._fail(round_id, code, message, operation=result, last=last)
-
-    @property
-    def held_round_ids(self) -> list[str]:
-        """Non-terminal rounds this execution's lease must keep alive."""
-        held = list(self._delivering.values())
-        if self.open_round_id is not None and self.open_round_id not in held:
-            held.append(self.open_round_id)
-        return held
 
     async def settle_all(self, operations: Sequence[OperationResult] = ()) -> None:
         """Settle every answer handed to the harness so far: the operation asked
