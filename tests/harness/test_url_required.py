@@ -17,7 +17,7 @@ import pytest
 from m3grpc.harness import HarnessTask, InputRound, OperationStep, ScriptedHarness
 from m3grpc.servers import HttpServer, ServerBinding, StdioServer
 from m3grpc.types import ElicitationResponse, OperationResult, UrlElicitationRequest
-from tests.support.everything import everything_http, everything_stdio
+from tests.support.everything import TRANSPORTS, Transport, everything_binding, everything_stdio
 from tests.support.mcp_processes import http_mcp_server
 
 SERVERS = Path(__file__).resolve().parents[1] / "mcp_servers"
@@ -144,19 +144,13 @@ EVERYTHING_STEP = OperationStep(
 
 
 @pytest.mark.node
-@pytest.mark.parametrize("transport", ["stdio", "http"])
-async def test_server_everything_error_path(transport: str) -> None:
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_server_everything_error_path(transport: Transport) -> None:
     """The error round, then (server-everything's retry takes its request path) a
     legacy URL elicitation for the URL the call named."""
     answer = Answer("accept")
-    if transport == "stdio":
-        [result] = await ScriptedHarness().run(
-            task_for(everything_stdio(), EVERYTHING_STEP), answer
-        )
-    else:
-        with everything_http() as url:
-            server = HttpServer(name="everything", url=url)
-            [result] = await ScriptedHarness().run(task_for(server, EVERYTHING_STEP), answer)
+    with everything_binding(transport) as server:
+        [result] = await ScriptedHarness().run(task_for(server, EVERYTHING_STEP), answer)
 
     assert result.ok, result
     assert text_of(result).startswith("✅ User completed the URL elicitation flow.")

@@ -1,4 +1,5 @@
-"""@modelcontextprotocol/server-everything over stdio, answered through the handle API."""
+"""@modelcontextprotocol/server-everything over stdio and Streamable HTTP, answered through
+the handle API."""
 
 from __future__ import annotations
 
@@ -9,11 +10,11 @@ from m3grpc import (
     FormElicitationRequest,
     ManagedInputValidationError,
     MCPTestKit,
-    StdioServer,
 )
+from m3grpc.servers import ServerBinding
 from m3grpc.types import ExecutionOutcome
 from tests.runtime.conftest import wait_pending
-from tests.support.node import node_tools
+from tests.support.everything import TRANSPORTS, Transport, everything_binding
 
 VALID = {
     "name": "Ada Lovelace",
@@ -32,13 +33,15 @@ VALID = {
 
 
 @pytest.mark.node
-def test_everything_form_elicitation_with_invalid_answer_first(kit: MCPTestKit) -> None:
-    tools = node_tools()
-    everything = StdioServer(
-        name="everything",
-        command=tools["M3_SYSTEM_NODE"],
-        args=(tools["M3_EVERYTHING_JS"], "stdio"),
-    )
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_everything_form_elicitation_with_invalid_answer_first(
+    kit: MCPTestKit, transport: Transport
+) -> None:
+    with everything_binding(transport) as everything:
+        run_form_elicitation(kit, everything)
+
+
+def run_form_elicitation(kit: MCPTestKit, everything: ServerBinding) -> None:
     agent = kit.agents([{"harness": "scripted", "models": []}])[0]
     handle = agent.submit(
         "Ask me for my details.",

@@ -5,10 +5,11 @@ from __future__ import annotations
 import pytest
 
 from m3grpc import ElicitationResponse, MCPTestKit, UrlElicitationRequest
+from m3grpc.servers import ServerBinding
 from m3grpc.storage import SQLiteExecutionStore
 from m3grpc.types import ExecutionOutcome, ManagedInputStatus
 from tests.runtime.conftest import eventually, mcp_server, text_of, wait_pending
-from tests.support.everything import everything_stdio
+from tests.support.everything import TRANSPORTS, Transport, everything_binding
 
 
 def test_managed_round_accept_retries_the_call(
@@ -110,13 +111,21 @@ def test_fail_mode_without_consent_fails(
 
 
 @pytest.mark.node
+@pytest.mark.parametrize("transport", TRANSPORTS)
 def test_server_everything_error_path_as_managed_rounds(
-    kit: MCPTestKit, store: SQLiteExecutionStore
+    kit: MCPTestKit, store: SQLiteExecutionStore, transport: Transport
+) -> None:
+    with everything_binding(transport) as everything:
+        run_error_path_as_managed_rounds(kit, store, everything)
+
+
+def run_error_path_as_managed_rounds(
+    kit: MCPTestKit, store: SQLiteExecutionStore, everything: ServerBinding
 ) -> None:
     agent = kit.agents([{"harness": "scripted", "models": []}])[0]
     handle = agent.submit(
         "Start the flow.",
-        server=everything_stdio(),
+        server=everything,
         tools=["everything:trigger-url-elicitation"],
         script=[
             {

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Literal
 
-from m3grpc.servers import StdioServer
+from m3grpc.servers import HttpServer, ServerBinding, StdioServer
 from tests.support.mcp_processes import free_port, serve_http
 from tests.support.node import node_tools
+
+Transport = Literal["stdio", "http"]
+TRANSPORTS: tuple[Transport, ...] = ("stdio", "http")
 
 
 def everything_stdio(name: str = "everything", **fields: object) -> StdioServer:
@@ -31,3 +35,14 @@ def everything_http() -> Iterator[str]:
     command = [tools["M3_SYSTEM_NODE"], tools["M3_EVERYTHING_JS"], "streamableHttp"]
     with serve_http(command, port, env={"PORT": str(port)}) as url:
         yield url
+
+
+@contextmanager
+def everything_binding(transport: Transport, name: str = "everything") -> Iterator[ServerBinding]:
+    """A binding named `name` for server-everything over `transport` (for HTTP, served
+    for as long as the block runs)."""
+    if transport == "stdio":
+        yield everything_stdio(name)
+        return
+    with everything_http() as url:
+        yield HttpServer(name=name, url=url)
