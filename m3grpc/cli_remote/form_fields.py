@@ -145,14 +145,21 @@ class FormField:
 
 
 def form_fields(schema: Mapping[str, Any]) -> list[FormField]:
-    """The fields of a form's requested schema, in the schema's order."""
+    """The fields of a form's requested schema: required ones first (in `required`
+    order), then the others by name."""
     properties = schema.get("properties")
     if not isinstance(properties, Mapping):
         return []
     required = schema.get("required")
-    names = set(required) if isinstance(required, list) else set()
+    listed = required if isinstance(required, list) else []
+    required_names = [name for name in listed if name in properties]
+    names = set(required_names)
+    # The schema arrives as a protobuf Struct, which keeps no key order: required
+    # fields come first in the order `required` lists them, then the rest by name.
+    ordered = [*required_names, *sorted(name for name in properties if name not in names)]
     fields: list[FormField] = []
-    for name, prop in properties.items():
+    for name in ordered:
+        prop = properties[name]
         if not isinstance(prop, Mapping):
             continue
         kind = prop.get("type")

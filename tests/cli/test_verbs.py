@@ -88,9 +88,7 @@ def test_human_output_shows_the_requested_fields(cli: Cli) -> None:
 
 def test_respond_from_stdin_and_from_a_file(cli: Cli, tmp_path: Path) -> None:
     # The spec as TOML on stdin.
-    toml_spec = (
-        'prompt = "Book it."\nserver = "shipping"\ntools = ["shipping:book_shipment"]\n'
-    )
+    toml_spec = 'prompt = "Book it."\nserver = "shipping"\ntools = ["shipping:book_shipment"]\n'
     first = cli.ok("submit", "-", "--human-input", "managed", "--json", stdin=toml_spec)
     from_stdin = first.json()["execution_id"]
     from_file = cli.submit("shipping", "book_shipment")
@@ -182,9 +180,7 @@ def test_watch_streams_until_the_execution_finishes(cli: Cli) -> None:
     assert all(event["cursor"] for event in events)
 
 
-def test_errors_print_one_line_and_exit_with_the_documented_code(
-    cli: Cli, tmp_path: Path
-) -> None:
+def test_errors_print_one_line_and_exit_with_the_documented_code(cli: Cli, tmp_path: Path) -> None:
     missing = cli("status", "exe_missing")
     assert missing.code == 3
     assert lines(missing.stderr) == [missing.stderr.strip()]
