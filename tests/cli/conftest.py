@@ -35,14 +35,16 @@ class Run:
 
 
 def write_cli_config(tmp: Path) -> Path:
-    """The black-box tests' bindings plus `order` (tests/mcp_servers/order_form.py)."""
+    """The black-box tests' bindings plus `order` (tests/mcp_servers/order_form.py)
+    and `payment` (URL mode, tests/mcp_servers/payment.py)."""
     path = write_config(tmp / "server.toml", tmp / "m3.sqlite")
     with path.open("a") as config:
-        config.write(
-            "[servers.order]\n"
-            f"command = {json.dumps(sys.executable)}\n"
-            f"args = {json.dumps([str(SERVERS / 'order_form.py')])}\n"
-        )
+        for name, script in (("order", "order_form.py"), ("payment", "payment.py")):
+            config.write(
+                f"[servers.{name}]\n"
+                f"command = {json.dumps(sys.executable)}\n"
+                f"args = {json.dumps([str(SERVERS / script)])}\n"
+            )
     return path
 
 

@@ -4,6 +4,7 @@ an argument, a file and stdin, watch, rounds, and the errors with their exit cod
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 from pathlib import Path
 
@@ -236,3 +237,48 @@ def test_errors_print_one_line_and_exit_with_the_documented_code(cli: Cli, tmp_p
     unreachable = Cli("127.0.0.1:1")("status", execution_id)
     assert unreachable.code == 5
     assert unreachable.error.startswith("m3grpc: UNAVAILABLE: ")
+
+
+def test_a_url_request_is_accepted_without_content(cli: Cli) -> None:
+    execution_id = cli.submit("payment", "authorize_payment")
+    cli.wait_pending(execution_id)
+    shown = cli.ok("pending", execution_id).stdout
+    assert "request payment-authorization (url): Authorize the payment in your browser" in shown
+    assert "url: https://pay.example.test/authorize" in shown
+    with_content = cli("respond", "--execution", execution_id, "--accept", '{"ok": true}')
+    assert with_content.code == 2
+    assert "is a URL request: accept it without content" in with_content.error
+    cli.ok("respond", "--execution", execution_id, "--accept")
+    assert "payment authorized: 10.0" in cli.ok("result", execution_id, "--wait", "180").stdout
+
+
+def test_watch_ends_on_ctrl_c_with_the_cursor_to_resume(cli: Cli) -> None:
+    execution_id = cli.submit("shipping", "book_shipment")
+    watcher = subprocess.Popen(
+        cli.command("watch", "--execution", execution_id),
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert watcher.stdout is not None
+        first = watcher.stdout.readline()
+        assert first.startswith("round pending "), first
+        assert f"execution {execution_id}" in first
+        assert "shipping_address (form): Where should the shipment go?" in first
+        watcher.send_signal(signal.SIGINT)
+        _, errors = watcher.communicate(timeout=120)
+    finally:
+        if watcher.poll() is None:
+            watcher.kill()
+    assert watcher.returncode == 0, errors
+    cursor = errors.split("stopped; resume with --cursor ", 1)[1].strip()
+    # Resuming after that event: the next one is the answer, not the round again.
+    cli.ok("respond", "--execution", execution_id, "--decline")
+    resumed = cli.ok(
+        "watch", "--execution", execution_id, "--cursor", cursor, "--until-terminal", "--json"
+    )
+    kinds = [json.loads(line)["event"] for line in lines(resumed.stdout)]
+    assert kinds[0] == "round_left_pending" and kinds[-1] == "execution_finished"
+    assert "round_pending" not in kinds
