@@ -26,6 +26,7 @@ from m3grpc.types import (
     ElicitationRequest,
     ElicitationResponse,
     ExecutionOutcome,
+    ExecutionState,
     ExecutionStatus,
     FormElicitationRequest,
     ManagedInputStatus,
@@ -161,7 +162,7 @@ def cancel(args: argparse.Namespace) -> int:
     return exits.OK
 
 
-def _brief(state: Any) -> dict[str, Any]:
+def _brief(state: ExecutionState) -> dict[str, Any]:
     return {
         "lifecycle": state.lifecycle.value,
         "outcome": state.outcome.value if state.outcome is not None else None,

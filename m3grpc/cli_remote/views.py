@@ -146,6 +146,15 @@ def round_text(document: Mapping[str, Any]) -> str:
         ("deadline", _when(document["deadline"])),
         ("deliveries", str(document["delivery_attempts"])),
     ]
+    for label, key in (
+        ("answered", "response_validated_at"),
+        ("delivering", "delivery_started_at"),
+        ("delivered", "delivered_at"),
+        ("resolved", "resolved_at"),
+        ("failed", "failed_at"),
+    ):
+        if document[key] is not None:
+            pairs.append((label, _when(document[key])))
     if document["failure_code"]:
         pairs.append(("failure", f"{document['failure_code']}: {document['failure_message']}"))
     lines = [_rows(pairs)]
