@@ -21,7 +21,7 @@ from m3grpc.cli_remote.inputs import read_json_object, read_spec_file
 from m3grpc.cli_remote.interactive import Aborted, Prompter, answer_round
 from m3grpc.cli_remote.rounds import RoundsClient, round_document
 from m3grpc.client import ExecutionFinished, RemoteMCPTestKit
-from m3grpc.errors import FieldViolation, ModelValidationError
+from m3grpc.errors import FieldViolation, M3Error, ModelValidationError
 from m3grpc.types import (
     ElicitationRequest,
     ElicitationResponse,
@@ -184,6 +184,10 @@ def watch(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:  # the way to end a watch: not a failure
         if cursor and not args.json:
             note(f"stopped; resume with --cursor {cursor}")
+    except M3Error:  # e.g. the service shutting down: say where to pick up
+        if cursor:
+            note(f"resume with --cursor {cursor}")
+        raise
     return exits.OK
 
 
