@@ -116,7 +116,8 @@ def add_commands(commands: Any) -> None:
         const=None,
         default=argparse.SUPPRESS,
         metavar="JSON|@FILE|-",
-        help="accept, with the form's content (inline JSON, a file, or - for stdin)",
+        help="accept, with the form's content (inline JSON, a file, or - for stdin); "
+        "alone for a URL request (then give ROUND_ID before it)",
     )
     answer.add_argument("--decline", action="store_true", help="decline")
     answer.add_argument("--cancel", action="store_true", help="cancel")
