@@ -2,6 +2,8 @@
 
 m3grpc serve [--config m3.toml] [--listen HOST:PORT] [--log-level LEVEL]
 m3grpc demo ...        (when m3grpc.demo exists)
+m3grpc submit|status|result|cancel|pending|respond|watch|rounds ...
+                       (remote verbs over the gRPC API: m3grpc/cli_remote/)
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ import importlib.util
 import logging
 import sys
 from collections.abc import Sequence
+
+from m3grpc.cli_remote import add_commands as add_remote_commands
 
 # What `serve` and `demo` need beyond the remote client's dependencies (the
 # `server` extra of the distribution).
@@ -87,6 +91,7 @@ def _parser() -> argparse.ArgumentParser:
     if _demo_available():
         demo = commands.add_parser("demo", help="run the demo", add_help=False)
         demo.add_argument("demo_args", nargs=argparse.REMAINDER)
+    add_remote_commands(commands)
     return parser
 
 

@@ -6,6 +6,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 python3 -m pip install --quiet --disable-pip-version-check -e ".[server,dev]"
+bash scripts/setup-tmux.sh
 
 M3_TEST_POSTGRES_URL="$(bash scripts/start-postgres.sh)"
 export M3_TEST_POSTGRES_URL

@@ -35,11 +35,12 @@ ALLOWED: dict[str, set[str]] = {
     "api": {"models", "wire", "runtime", "api"},
     "devtools": {"devtools"},
     "demo": {"models", "client", "devtools", "demo"},
-    "cli": {"api", "demo", "cli"},
+    "cli_remote": {"models", "wire", "client", "cli_remote"},
+    "cli": {"api", "demo", "cli_remote", "cli"},
 }
 # The remote client must install and import with grpcio, grpcio-status, protobuf
 # and pydantic only: these layers import none of the server's dependencies.
-LIGHT = {"models", "wire", "client"}
+LIGHT = {"models", "wire", "client", "cli_remote"}
 SERVER_ONLY = {
     "sqlalchemy",
     "jsonschema",

@@ -1,7 +1,8 @@
 """The remote client installs alone: a fresh virtual environment gets the m3grpc
 distribution without the `server` extra (only grpcio, grpcio-status, protobuf and
 pydantic come with it), imports `m3grpc.client` without sqlalchemy, mcp or
-jsonschema being installed, and runs the seed flow against a live service."""
+jsonschema being installed, and runs the seed flow against a live service, through
+the client and through the CLI's remote verbs."""
 
 from __future__ import annotations
 
@@ -94,6 +95,27 @@ def test_client_installs_and_runs_without_the_server_extra(
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout.strip().splitlines()[-1])
     assert report == {"installed": [], "loaded": [], "outcome": "succeeded"}
+
+    # The CLI's remote verbs run on the same light install.
+    def verb(*args: str) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run(
+            [tmp_path / "venv" / "bin" / "m3grpc", *args, "--server", shared_server.address],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
+        )
+        assert done.returncode == 0, f"{args}: {done.stdout}\n{done.stderr}"
+        return done
+
+    tool = ("--binding", "shipping", "--tool", "shipping:book_shipment", "--prompt", "Book it.")
+    execution_id = verb("submit", *tool, "--human-input", "managed").stdout.strip()
+    verb("pending", execution_id, "--wait", "120")
+    address = json.dumps({"street": "1 Main Street", "city": "Pune"})
+    verb("respond", "--execution", execution_id, "--accept", address)
+    result = json.loads(verb("result", execution_id, "--wait", "120", "--json").stdout)
+    assert result["outcome"] == "succeeded"
 
     # The service itself needs the extra, and says so.
     serve = subprocess.run(
