@@ -35,13 +35,15 @@ ALLOWED: dict[str, set[str]] = {
     "api": {"models", "wire", "runtime", "api"},
     "devtools": {"devtools"},
     "demo": {"models", "client", "devtools", "demo"},
-    "cli": {"api", "demo", "cli"},
+    "ops": {"models", "api", "runtime", "storage", "ops"},
+    "cli": {"api", "demo", "ops", "cli"},
 }
 # The remote client must install and import with grpcio, grpcio-status, protobuf
 # and pydantic only: these layers import none of the server's dependencies.
 LIGHT = {"models", "wire", "client"}
 SERVER_ONLY = {
     "sqlalchemy",
+    "alembic",
     "jsonschema",
     "mcp",
     "mcp_types",
