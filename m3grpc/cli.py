@@ -19,7 +19,7 @@ from m3grpc.ops.commands import register as register_ops_commands
 
 # What `serve` and `demo` need beyond the remote client's dependencies (the
 # `server` extra of the distribution).
-_SERVER_MODULES = ("sqlalchemy", "jsonschema", "mcp", "grpc_health", "grpc_reflection")
+_SERVER_MODULES = ("sqlalchemy", "alembic", "jsonschema", "mcp", "grpc_health", "grpc_reflection")
 
 
 def _missing_server_modules() -> list[str]:
