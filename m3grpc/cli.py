@@ -1,6 +1,7 @@
 """The `m3grpc` command line.
 
 m3grpc serve [--config m3.toml] [--listen HOST:PORT] [--log-level LEVEL]
+m3grpc db upgrade|status, check-config, health   (m3grpc/ops/)
 m3grpc demo ...        (when m3grpc.demo exists)
 m3grpc submit|status|result|cancel|pending|respond|watch|rounds ...
                        (remote verbs over the gRPC API: m3grpc/cli_remote/)
@@ -17,10 +18,11 @@ import sys
 from collections.abc import Sequence
 
 from m3grpc.cli_remote import add_commands as add_remote_commands
+from m3grpc.ops.commands import register as register_ops_commands
 
 # What `serve` and `demo` need beyond the remote client's dependencies (the
 # `server` extra of the distribution).
-_SERVER_MODULES = ("sqlalchemy", "jsonschema", "mcp", "grpc_health", "grpc_reflection")
+_SERVER_MODULES = ("sqlalchemy", "alembic", "jsonschema", "mcp", "grpc_health", "grpc_reflection")
 
 
 def _missing_server_modules() -> list[str]:
@@ -52,7 +54,7 @@ def _serve(args: argparse.Namespace) -> int:
     )
     try:
         config = load_config(args.config)
-        asyncio.run(serve(config, listen=args.listen))
+        asyncio.run(serve(config, listen=args.listen, config_source=args.config))
     except (ConfigError, StartupError) as exc:
         # One line and exit status 2, no traceback: the operator's input is wrong.
         print(f"m3grpc: {exc}", file=sys.stderr)
@@ -88,6 +90,7 @@ def _parser() -> argparse.ArgumentParser:
         "--log-level", default="warning", choices=["debug", "info", "warning", "error"]
     )
     serve.set_defaults(run=_serve)
+    register_ops_commands(commands, _require_server)  # db, check-config, health
     if _demo_available():
         demo = commands.add_parser("demo", help="run the demo", add_help=False)
         demo.add_argument("demo_args", nargs=argparse.REMAINDER)

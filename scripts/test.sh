@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The test command: installs what the tests need (Python packages, a PostgreSQL
-# server, Node packages including the Codex CLI, buf), runs the static checks, then the whole suite.
+# server, Node packages including the Codex CLI, buf), runs the static checks (including
+# hadolint on the Dockerfile), then the whole suite.
 # Works on a fresh machine; `.ci/run` calls exactly this.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -25,6 +26,9 @@ echo "== ruff, mypy"
 ruff check .
 ruff format --check .
 mypy
+
+echo "== container: hadolint (Dockerfile), shellcheck (docker/entrypoint.sh)"
+bash scripts/lint-container.sh
 
 echo "== typescript client: typecheck, unit tests"
 npm --prefix clients/typescript run --silent typecheck

@@ -32,3 +32,16 @@ def test_demo_with_the_codex_harness() -> None:
     """`m3grpc demo --harness codex`: Codex (on the fake model) calls the tool, the round is
     answered over gRPC, the shipment is booked."""
     assert "fake model    -> http://127.0.0.1:" in _demo("--harness", "codex", timeout=300)
+
+
+def test_the_readme_run_command_is_this_demo_in_a_virtual_environment() -> None:
+    """The README's first command creates a venv in the command itself (a system Python
+    under PEP 668 refuses `pip install`) and runs the demo tested above from it; the
+    second command is scripts/test.sh."""
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split("## The two commands", 1)[1].split("```bash\n", 1)[1].split("```")[0]
+    commands = [line for line in block.splitlines() if line and not line.startswith("#")]
+    assert commands[0] == (
+        "python3 -m venv .venv && .venv/bin/pip install -e '.[server]' && .venv/bin/m3grpc demo"
+    )
+    assert commands[-1] == "bash scripts/test.sh"

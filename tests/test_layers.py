@@ -36,13 +36,15 @@ ALLOWED: dict[str, set[str]] = {
     "devtools": {"devtools"},
     "demo": {"models", "client", "devtools", "demo"},
     "cli_remote": {"models", "wire", "client", "cli_remote"},
-    "cli": {"api", "demo", "cli_remote", "cli"},
+    "ops": {"models", "api", "runtime", "storage", "ops"},
+    "cli": {"api", "demo", "cli_remote", "ops", "cli"},
 }
 # The remote client must install and import with grpcio, grpcio-status, protobuf
 # and pydantic only: these layers import none of the server's dependencies.
 LIGHT = {"models", "wire", "client", "cli_remote"}
 SERVER_ONLY = {
     "sqlalchemy",
+    "alembic",
     "jsonschema",
     "mcp",
     "mcp_types",

@@ -13,7 +13,6 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, TextIO
-from urllib.parse import urlsplit
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -22,10 +21,13 @@ from grpc_reflection.v1alpha import reflection
 from m3grpc.api.config import ServiceConfig, check_listen
 from m3grpc.api.elicitation_service import ElicitationService
 from m3grpc.api.execution_service import ExecutionService
+from m3grpc.api.preflight import describe_cause as _cause
+from m3grpc.api.preflight import preflight
+from m3grpc.api.preflight import redact_url as _redacted
 from m3grpc.api.registration import add_servicer
 from m3grpc.api.watch import PendingWatch
 from m3grpc.errors import ManagedInputValidationError, ModelValidationError
-from m3grpc.runtime import Runtime, SqlExecutionStore, default_harnesses
+from m3grpc.runtime import Runtime, SchemaVersionError, SqlExecutionStore, default_harnesses
 from m3grpc.servers import ServerBinding
 from m3grpc.wire.gen.m3.v1 import elicitation_service_pb2, execution_service_pb2
 
@@ -47,6 +49,10 @@ class ListenError(StartupError):
 
 class DatabaseOpenError(StartupError):
     """The configured database cannot be opened (unreachable, no driver, no access)."""
+
+
+class SchemaError(StartupError):
+    """The database's schema is behind (or ahead of) this version: `m3grpc db upgrade`."""
 
 
 def server_options(config: ServiceConfig) -> list[tuple[str, int]]:
@@ -87,7 +93,9 @@ class RunningService:
             self.store.close()
 
 
-async def start_service(config: ServiceConfig, *, listen: str | None = None) -> RunningService:
+async def start_service(
+    config: ServiceConfig, *, listen: str | None = None, config_source: str | None = None
+) -> RunningService:
     address = listen or config.listen
     try:
         check_listen(address)  # --listen overrides the already validated config value
@@ -96,6 +104,7 @@ async def start_service(config: ServiceConfig, *, listen: str | None = None) -> 
     # Before anything else starts, so that a refused start has touched nothing.
     _probe_listen(address)
     store = _open_store(config.database)
+    _log_preflight(config, config_source)
     runtime = Runtime(
         store,
         settings=config.workers.settings(),
@@ -190,10 +199,22 @@ def _probe_listen(address: str) -> None:
         raise ListenError(f"cannot listen on {address}: {reason}")
 
 
+def _log_preflight(config: ServiceConfig, source: str | None) -> None:
+    """The `m3grpc check-config` summary, at INFO (a problem at WARNING); never fatal:
+    a broken binding fails only the executions that use it."""
+    if not log.isEnabledFor(logging.INFO):
+        return
+    for finding in preflight(config, source).findings:
+        level = logging.INFO if finding.level == "ok" else logging.WARNING
+        log.log(level, "config check: %s", finding.line())
+
+
 def _open_store(database: str) -> SqlExecutionStore:
     """The store, or DatabaseOpenError naming the database and the cause in one line."""
     try:
         return SqlExecutionStore(database)
+    except SchemaVersionError as exc:
+        raise SchemaError(f"database {_redacted(database)}: {exc}") from None
     except Exception as exc:  # driver, network, auth, filesystem: all end the start
         log.debug("opening the database failed", exc_info=True)
         raise DatabaseOpenError(
@@ -201,34 +222,18 @@ def _open_store(database: str) -> SqlExecutionStore:
         ) from exc
 
 
-def _cause(exc: BaseException) -> str:
-    if isinstance(exc, ImportError) and exc.name:
-        return f"its driver module {exc.name!r} is not installed"
-    # SQLAlchemy wraps the driver's error and appends SQL and a help URL; the
-    # driver's own message is the part an operator needs.
-    orig = getattr(exc, "orig", None)
-    if isinstance(orig, BaseException):
-        exc = orig
-    return " ".join(str(exc).split()) or type(exc).__name__
-
-
-def _redacted(database: str) -> str:
-    """`database` without the password a URL may carry."""
-    if "://" not in database:
-        return database
-    parts = urlsplit(database)
-    if parts.password is None:
-        return database
-    userinfo, _, hostinfo = parts.netloc.rpartition("@")
-    netloc = f"{userinfo.partition(':')[0]}:***@{hostinfo}"
-    return parts._replace(netloc=netloc).geturl()
-
-
 async def serve(
-    config: ServiceConfig, *, listen: str | None = None, out: TextIO = sys.stdout
+    config: ServiceConfig,
+    *,
+    listen: str | None = None,
+    out: TextIO = sys.stdout,
+    config_source: str | None = None,
 ) -> None:
-    """Run until SIGTERM or SIGINT, then shut down gracefully."""
-    service = await start_service(config, listen=listen)
+    """Run until SIGTERM or SIGINT, then shut down gracefully.
+
+    `config_source`: the file `config` was read from, for the start-up summary.
+    """
+    service = await start_service(config, listen=listen, config_source=config_source)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):

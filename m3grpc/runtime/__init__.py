@@ -8,15 +8,21 @@ from m3grpc.harness.codex import CodexSettings
 from m3grpc.runtime.facade import Runtime, default_harnesses
 from m3grpc.runtime.worker import WorkerSettings
 from m3grpc.storage import EventKind, SqlExecutionStore, StoredEvent
+from m3grpc.storage.inspection import inspect_database
 from m3grpc.storage.managed_input import redact_responses
+from m3grpc.storage.schema_version import SchemaState, SchemaStatus, SchemaVersionError
 
 __all__ = [
     "CodexSettings",
     "EventKind",
     "Runtime",
+    "SchemaState",
+    "SchemaStatus",
+    "SchemaVersionError",
     "SqlExecutionStore",
     "StoredEvent",
     "WorkerSettings",
     "default_harnesses",
+    "inspect_database",
     "redact_responses",
 ]

@@ -14,6 +14,7 @@ from m3grpc.storage.managed_input import (
     SQLiteManagedInputStore,
     SqlManagedInputStore,
 )
+from m3grpc.storage.schema_version import SchemaVersionError
 from m3grpc.storage.transitions import RECOVERY_FAILURE_CODE
 from m3grpc.types import (
     ManagedInputLease,
@@ -36,6 +37,7 @@ __all__ = [
     "ResponseSubmission",
     "SQLiteExecutionStore",
     "SQLiteManagedInputStore",
+    "SchemaVersionError",
     "SqlExecutionStore",
     "SqlManagedInputStore",
     "StoredEvent",

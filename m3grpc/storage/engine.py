@@ -13,7 +13,7 @@ with `SELECT ... FOR UPDATE`.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal
@@ -27,6 +27,13 @@ from sqlalchemy.pool import QueuePool
 
 from m3grpc.errors import ConflictKind, ManagedInputConflict
 from m3grpc.storage.schema import metadata
+from m3grpc.storage.schema_version import (
+    REVISIONS,
+    SchemaState,
+    SchemaVersionError,
+    read_schema_status,
+    stamp,
+)
 
 SQLiteSynchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
 
@@ -50,7 +57,29 @@ def create_store_engine(
     busy_timeout_ms: int = 5000,
     sqlite_synchronous: SQLiteSynchronous = "FULL",
 ) -> Engine:
-    """Create an engine for `database` (a URL or an SQLite path) and its schema."""
+    """Create an engine for `database` (a URL or an SQLite path) and its schema.
+
+    Raises SchemaVersionError when the database holds a schema this version does
+    not run on (see m3grpc/storage/schema_version.py).
+    """
+    engine = open_engine(
+        database, busy_timeout_ms=busy_timeout_ms, sqlite_synchronous=sqlite_synchronous
+    )
+    try:
+        ensure_schema(engine)
+    except BaseException:
+        engine.dispose()
+        raise
+    return engine
+
+
+def open_engine(
+    database: str | os.PathLike[str],
+    *,
+    busy_timeout_ms: int = 5000,
+    sqlite_synchronous: SQLiteSynchronous = "FULL",
+) -> Engine:
+    """An engine for `database`, configured like a store's, schema untouched."""
     url = sa.make_url(database_url(database))
     if url.get_backend_name() == "sqlite":
         if url.database in (None, "", ":memory:"):
@@ -69,7 +98,6 @@ def create_store_engine(
         _configure_sqlite(engine, busy_timeout_ms, sqlite_synchronous)
     else:
         engine = sa.create_engine(url, pool_pre_ping=True)
-    ensure_schema(engine)
     return engine
 
 
@@ -96,12 +124,37 @@ def _configure_sqlite(engine: Engine, busy_timeout_ms: int, synchronous: str) ->
             connection.exec_driver_sql("BEGIN")
 
 
-def ensure_schema(engine: Engine) -> None:
-    """Create the tables if missing; safe when several processes start at once."""
+def ensure_schema(engine: Engine, revisions: Sequence[str] = REVISIONS) -> None:
+    """Create the schema in an empty database, or check that it is current.
+
+    An empty database gets the head schema and its revision stamp in one
+    transaction; M3 tables from before migrations are adopted when they match the
+    head schema. A schema that is behind (or ahead) raises SchemaVersionError:
+    `m3grpc db upgrade` migrates it, never a store on its own. Safe when several
+    processes start at once (SQLite: BEGIN IMMEDIATE; PostgreSQL: an advisory lock).
+    """
     with write_transaction(engine) as conn:
-        if conn.dialect.name == "postgresql":
-            conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": _SCHEMA_LOCK_KEY})
-        metadata.create_all(conn)
+        lock_schema(conn)
+        status = read_schema_status(conn, revisions)
+        if status.state is SchemaState.EMPTY:
+            metadata.create_all(conn)
+            stamp(conn, status.head)
+        elif status.state is SchemaState.UNVERSIONED:
+            # Alembic is imported only here, for databases made before migrations.
+            from m3grpc.storage.migrate import adopt_unversioned
+
+            adopt_unversioned(conn)
+        elif not status.servable:
+            raise SchemaVersionError(status.describe())
+
+
+def lock_schema(conn: Connection) -> None:
+    """Serialise schema changes across processes for the rest of the transaction.
+
+    SQLite needs nothing: a write transaction (BEGIN IMMEDIATE) is already exclusive.
+    """
+    if conn.dialect.name == "postgresql":
+        conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": _SCHEMA_LOCK_KEY})
 
 
 CommitListener = Callable[[], None]

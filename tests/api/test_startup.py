@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import socket
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -121,3 +122,30 @@ def test_missing_or_invalid_config_file_is_refused(tmp_path: Path) -> None:
     invalid.write_text('database = ""\n[workers]\npool_size = -1\nunknown = 1\n')
     line = refused("--config", str(invalid))
     assert "database" in line and "workers.pool_size" in line and "workers.unknown" in line, line
+
+
+def test_a_schema_it_cannot_serve_is_refused(tmp_path: Path) -> None:
+    # A database a newer M3 migrated: refused, and left as it was.
+    database = tmp_path / "ahead.sqlite"
+    with sqlite3.connect(database) as conn:
+        conn.execute("CREATE TABLE m3_schema_version (version_num VARCHAR(32) PRIMARY KEY)")
+        conn.execute("INSERT INTO m3_schema_version VALUES ('9999')")
+    config = write_config(tmp_path / "m3.toml", database)
+    line = refused("--config", str(config), "--listen", "127.0.0.1:0")
+    assert line == (
+        f"m3grpc: database {database}: schema at revision 9999, unknown to this version "
+        "of M3 (head 0001): a newer M3 wrote it; run that version"
+    )
+    with sqlite3.connect(database) as conn:
+        tables = {
+            row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+        }
+    assert tables == {"m3_schema_version"}  # no table created next to it
+    # M3 tables from before migrations that do not match the schema: refused too.
+    partial = tmp_path / "partial.sqlite"
+    with sqlite3.connect(partial) as conn:
+        conn.execute("CREATE TABLE m3_executions (execution_id VARCHAR(64) PRIMARY KEY)")
+    config = write_config(tmp_path / "partial.toml", partial)
+    line = refused("--config", str(config), "--listen", "127.0.0.1:0")
+    assert line.startswith(f"m3grpc: database {partial}: schema unversioned: "), line
+    assert "differ from revision 0001" in line, line

@@ -1,0 +1,63 @@
+"""`m3grpc db upgrade|status [--config FILE | --database URL]`.
+
+`upgrade` runs the packaged Alembic migrations (m3grpc/storage/migrate.py): an
+empty database gets every revision, an older one what it lacks, tables from
+before migrations are adopted when they match. `status` only reads. Exit 0: the
+schema is (now) current; 1: it is not, or the database cannot be reached;
+2: the configuration cannot be read.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from m3grpc.api.config import ConfigError, load_config
+from m3grpc.api.preflight import describe_cause, redact_url
+from m3grpc.runtime import SchemaState, SchemaVersionError, inspect_database
+
+
+def resolve_database(config: str | None, database: str | None) -> str:
+    """The database named by --database, else by the config (--config, else $M3_CONFIG,
+    else the built-in defaults). ConfigError when the config cannot be read."""
+    if database:
+        return database
+    return load_config(config or os.environ.get("M3_CONFIG") or None).database
+
+
+def run_db(command: str, *, config: str | None, database: str | None) -> int:
+    try:
+        target = resolve_database(config, database)
+    except ConfigError as exc:
+        print(f"m3grpc: {exc}", file=sys.stderr)
+        return 2
+    shown = redact_url(target)
+    try:
+        if command == "status":
+            status = inspect_database(target)
+            print(f"database {shown}: {status.describe()}")
+            return 0 if status.state is SchemaState.CURRENT else 1
+        return _upgrade(target, shown)
+    except SchemaVersionError as exc:
+        print(f"m3grpc: database {shown}: {exc}", file=sys.stderr)
+        return 1
+    except Exception as exc:  # driver, network, auth, filesystem
+        print(f"m3grpc: database {shown}: {describe_cause(exc)}", file=sys.stderr)
+        return 1
+
+
+def _upgrade(target: str, shown: str) -> int:
+    # Alembic is imported only by this command.
+    from m3grpc.storage.engine import open_engine
+    from m3grpc.storage.migrate import upgrade_database
+
+    engine = open_engine(target)
+    try:
+        result = upgrade_database(engine)
+    finally:
+        engine.dispose()
+    if result.before == result.after:
+        print(f"database {shown}: {result.after.describe()}; nothing to do")
+    else:
+        print(f"database {shown}: {result.before.describe()} -> {result.after.describe()}")
+    return 0

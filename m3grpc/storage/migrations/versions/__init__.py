@@ -1,0 +1,1 @@
+"""The revisions, oldest first: 0001 is the schema as it was when migrations began."""

@@ -1,0 +1,55 @@
+"""The migrations ship inside the package: `m3grpc db upgrade` works from an installed
+wheel, outside the checkout, with no alembic.ini anywhere."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+from tests.ops.conftest import ROOT
+
+
+def _run(*args: str | Path, cwd: Path) -> str:
+    # No PYTHONPATH: only the installed copy of m3grpc may count.
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    done = subprocess.run(
+        [str(arg) for arg in args], cwd=cwd, env=env, capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, f"{args}: {done.stdout}\n{done.stderr}"
+    return done.stdout
+
+
+def test_db_upgrade_from_an_installed_wheel(tmp_path: Path) -> None:
+    dist = tmp_path / "dist"
+    _run(
+        sys.executable,
+        "-m",
+        "pip",
+        "wheel",
+        "-q",
+        "--no-deps",
+        "--no-build-isolation",
+        "-w",
+        dist,
+        ROOT,
+        cwd=tmp_path,
+    )
+    wheel = next(dist.glob("m3grpc-*.whl"))
+    # The dependencies come from this interpreter's site-packages; m3grpc from the wheel.
+    venv.create(tmp_path / "venv", with_pip=True, system_site_packages=True)
+    bin_dir = tmp_path / "venv" / "bin"
+    _run(bin_dir / "python", "-m", "pip", "install", "-q", "--no-deps", wheel, cwd=tmp_path)
+    location = _run(
+        bin_dir / "python",
+        "-c",
+        "import m3grpc.storage.migrate as m; print(m.MIGRATIONS)",
+        cwd=tmp_path,
+    )
+    assert location.strip().startswith(str(tmp_path / "venv")), location
+    database = tmp_path / "m3.sqlite"
+    out = _run(bin_dir / "m3grpc", "db", "upgrade", "--database", database, cwd=tmp_path)
+    assert out.strip().endswith("-> schema at revision 0001 (current)"), out
+    assert not list(tmp_path.rglob("alembic.ini"))
