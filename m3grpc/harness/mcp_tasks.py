@@ -85,7 +85,6 @@ class _ClientTask:
     last_updated_at: str = field(default_factory=_now)
     outcome: ElicitResult | ErrorData | None = None
     done: anyio.Event = field(default_factory=anyio.Event)
-    scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
 
     def update(self, status: TaskStatus, message: str | None = None) -> None:
         self.status, self.status_message, self.last_updated_at = status, message, _now()
@@ -131,17 +130,18 @@ class ClientTasks:
     async def _run(
         self, task: _ClientTask, context: ClientRequestContext, params: ElicitRequestParams
     ) -> None:
-        with task.scope:
-            task.update("input_required", "waiting for the user's answer")
+        task.update("input_required", "waiting for the user's answer")
+        try:
             outcome = await self._elicit(context, params, task.task_id)
-            task.outcome = outcome
-            if isinstance(outcome, ErrorData):
-                task.update("failed", outcome.message)
-            else:
-                task.update("completed")
-        if task.scope.cancelled_caught:
-            task.update("cancelled", "cancelled by the requestor")
-        task.done.set()
+        finally:
+            task.done.set()  # also when the session closes mid-wait
+        if task.status == "cancelled":
+            return  # the server no longer wants the answer
+        task.outcome = outcome
+        if isinstance(outcome, ErrorData):
+            task.update("failed", outcome.message)
+        else:
+            task.update("completed")
 
     def _task(self, params: Mapping[str, Any] | None) -> _ClientTask:
         task_id = (params or {}).get("taskId")
@@ -160,12 +160,15 @@ class ClientTasks:
         if method == "tasks/cancel":
             if task.status in TERMINAL_STATUSES:
                 raise MCPError(code=INVALID_PARAMS, message=f"task {task.task_id} already ended")
-            task.scope.cancel()
-            await task.done.wait()
+            # The round is not withdrawn: it stays open until answered (the answer
+            # then goes nowhere) or the execution ends. Cutting a resolver's wait
+            # short would leave the runtime's bookkeeping of the round behind.
+            task.update("cancelled", "cancelled by the requestor")
             return task.wire()
         # tasks/result: blocks until the task ends (the user may take long).
-        await task.done.wait()
-        outcome = task.outcome
+        if task.status != "cancelled":
+            await task.done.wait()
+        outcome = task.outcome if task.status != "cancelled" else None
         if isinstance(outcome, ElicitResult):
             result: dict[str, Any] = outcome.model_dump(
                 by_alias=True, mode="json", exclude_none=True

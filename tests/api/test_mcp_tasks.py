@@ -19,11 +19,15 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import grpc
 import pytest
 from google.protobuf import duration_pb2, json_format
+from google.rpc import error_details_pb2
 
+from m3grpc.specs import ScriptStep
+from m3grpc.wire import spec_codec
 from m3grpc.wire.gen.m3.v1 import elicitation_pb2, execution_pb2, execution_service_pb2
-from tests.api.conftest import SERVERS, ServerProcess, Stubs, write_config
+from tests.api.conftest import SERVERS, ServerProcess, Stubs, expect_failure, write_config
 from tests.support.mcp_processes import free_port, serve_http
 from tests.support.node import node_tools
 
@@ -196,3 +200,28 @@ def test_cancel_during_a_task_sends_tasks_cancel(
 
     assert result.outcome == execution_pb2.EXECUTION_OUTCOME_CANCELLED, result
     assert wait_for_line(task_log, "cancelled ", seen) == task_id
+
+
+def test_task_on_a_prompt_step_is_invalid(stubs: Stubs) -> None:
+    step = execution_pb2.OperationStep(
+        kind=execution_pb2.OPERATION_KIND_PROMPT, name="greeting", task=True
+    )
+    spec = execution_pb2.AgentSpec(harness="scripted", server="everything_stdio", script=[step])
+
+    failure = expect_failure(
+        stubs.executions.Submit, execution_service_pb2.SubmitRequest(agent=spec), timeout=30
+    )
+
+    assert failure.code == grpc.StatusCode.INVALID_ARGUMENT
+    violations = failure.detail(error_details_pb2.BadRequest).field_violations
+    assert [v.field for v in violations] == ["agent.script[0].task"]
+
+
+def test_task_ttl_round_trips_through_the_remote_client() -> None:
+    step = ScriptStep(kind="tool", name="slow-task", task=True, task_ttl_seconds=90)
+
+    message = spec_codec.step_message(step)
+
+    assert message.task and message.task_ttl.seconds == 90
+    with pytest.raises(ValueError, match="only a tool call can run as an MCP task"):
+        ScriptStep(kind="resource", name="file:///x", task_ttl_seconds=5)
