@@ -23,6 +23,14 @@ operations in order. Whenever the server asks for input, it hands an
   `notifications/elicitation/complete` received while an operation runs are
   recorded in its result's `_meta["m3/elicitation_complete"]`.
 
+- MCP tasks (2025-11-25, `m3grpc.harness.mcp_tasks`): a step with `task` (and
+  every tool whose `execution.taskSupport` is "required") is sent as a
+  task-augmented `tools/call`; M3 polls `tasks/get`, then fetches `tasks/result`,
+  over which the server sends the task's elicitations (rounds whose
+  `turn_metadata` records the task). A task-augmented `elicitation/create` is run
+  as an M3 client task the server polls. A task left unfinished (an abort, the
+  run cancelled) gets `tasks/cancel`.
+
 A binding pinned to 2026-07-28 connects by probing and fails the operation
 `protocol_mismatch` when the server offers only an older protocol.
 
@@ -205,8 +213,7 @@ class _ActiveOperation:
     completed_elicitations: list[str] = field(default_factory=list)
     failure: tuple[str, str] | None = None
     error: BaseException | None = None
-    # Run as an MCP task (2025-11-25): the requested TTL in ms (None: the server's).
-    as_task: bool = False
+    # For a task-augmented call (2025-11-25): the requested TTL in ms (None: the server's).
     task_ttl_ms: int | None = None
 
     @property
@@ -480,9 +487,7 @@ class _Run:
     async def _operate(
         self, ref: OperationRef, *, as_task: bool = False, task_ttl_ms: int | None = None
     ) -> _Outcome:
-        active = _ActiveOperation(
-            ref, self._task.round_limit, as_task=as_task, task_ttl_ms=task_ttl_ms
-        )
+        active = _ActiveOperation(ref, self._task.round_limit, task_ttl_ms=task_ttl_ms)
         self._active = active
         outcome: _Outcome | None = None
         try:

@@ -7,23 +7,28 @@
 - `trigger-elicitation-request-async` is only listed because M3 declares client
   tasks: its task-augmented elicitation is run as an M3 client task whose round
   records the task; the server polls it and gets the round's answer.
-- A task M3 abandons (the operation aborted) is cancelled with `tasks/cancel`.
+- A task M3 abandons (the run cancelled) is cancelled with `tasks/cancel`
+  (tests/mcp_servers/task_server.mjs logs it).
 
 Over stdio and Streamable HTTP alike.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator, Mapping
+from pathlib import Path
 
 import pytest
 
 from m3grpc.errors import OperationTimeout
 from m3grpc.harness import HarnessTask, InputRound, OperationStep, ScriptedHarness
 from m3grpc.harness.mcp_tasks import RELATED_TASK_META
-from m3grpc.servers import HttpServer, ServerBinding
+from m3grpc.servers import HttpServer, ServerBinding, StdioServer
 from m3grpc.types import ElicitationResponse, OperationResult
 from tests.support.everything import everything_http, everything_stdio
+from tests.support.mcp_processes import MCP_SERVERS, free_port, serve_http
+from tests.support.node import node_tools
 
 pytestmark = pytest.mark.node
 
@@ -130,7 +135,7 @@ async def test_task_flag_on_a_tool_without_task_support_fails(everything: Server
     assert "execution.taskSupport is forbidden" in (result.failure_message or "")
 
 
-async def test_an_aborted_task_is_cancelled(everything: ServerBinding) -> None:
+async def test_a_failed_round_of_a_task_fails_the_operation(everything: ServerBinding) -> None:
     ambiguous = OperationStep(
         "tool", "simulate-research-query", {"topic": "python", "ambiguous": True}
     )
@@ -141,3 +146,41 @@ async def test_an_aborted_task_is_cancelled(everything: ServerBinding) -> None:
     [result] = await ScriptedHarness().run(task_for(everything, ambiguous), times_out)
 
     assert result.failure_code == "operation_timeout"
+
+
+@pytest.fixture(params=["stdio", "http"])
+def task_server(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> Iterator[tuple[ServerBinding, Path]]:
+    log = tmp_path / "tasks.log"
+    node, script = node_tools()["M3_SYSTEM_NODE"], str(MCP_SERVERS / "task_server.mjs")
+    env = {"M3_TASK_LOG": str(log)}
+    if request.param == "stdio":
+        yield StdioServer(name="tasks", command=node, args=(script,), env=env), log
+    else:
+        port = free_port()
+        with serve_http([node, script, "--http", "--port", str(port)], port, env=env) as url:
+            yield HttpServer(name="tasks", url=url), log
+
+
+async def lines(log: Path, count: int) -> list[str]:
+    for _ in range(1200):
+        found = log.read_text().splitlines() if log.exists() else []
+        if len(found) >= count:
+            return found
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"fewer than {count} lines in {log}")
+
+
+async def test_a_cancelled_run_cancels_its_task(task_server: tuple[ServerBinding, Path]) -> None:
+    server, log = task_server
+    run = asyncio.ensure_future(
+        ScriptedHarness().run(task_for(server, OperationStep("tool", "slow-task")), Recorder({}))
+    )
+    [created] = await lines(log, 1)
+
+    run.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await run
+
+    assert await lines(log, 2) == [created, created.replace("created", "cancelled")]
