@@ -225,3 +225,18 @@ def test_task_ttl_round_trips_through_the_remote_client() -> None:
     assert message.task and message.task_ttl.seconds == 90
     with pytest.raises(ValueError, match="only a tool call can run as an MCP task"):
         ScriptStep(kind="resource", name="file:///x", task_ttl_seconds=5)
+
+
+def test_a_task_ttl_beyond_ten_years_names_the_request_field(stubs: Stubs) -> None:
+    step = tool_step(
+        "slow-task", {}, task=True, task_ttl=duration_pb2.Duration(seconds=400_000_000)
+    )
+    spec = execution_pb2.AgentSpec(harness="scripted", server="tasks_stdio", script=[step])
+
+    failure = expect_failure(
+        stubs.executions.Submit, execution_service_pb2.SubmitRequest(agent=spec), timeout=30
+    )
+
+    assert failure.code == grpc.StatusCode.INVALID_ARGUMENT
+    violations = failure.detail(error_details_pb2.BadRequest).field_violations
+    assert [v.field for v in violations] == ["agent.script[0].task_ttl"]

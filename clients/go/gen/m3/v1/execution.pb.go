@@ -347,9 +347,10 @@ type OperationStep struct {
 	// the operation with failure code `task_not_supported`. Only for
 	// OPERATION_KIND_TOOL.
 	Task bool `protobuf:"varint,4,opt,name=task,proto3" json:"task,omitempty"`
-	// Optional. The task's requested time to live (the `task.ttl` M3 sends); the
-	// server may choose another. Requires `task` (or a task-required tool);
-	// unset lets the server choose.
+	// Optional. The task's requested time to live (the `task.ttl` M3 sends, in
+	// milliseconds); the server may choose another. Used only when the call runs
+	// as a task (`task`, or a task-required tool); unset lets the server choose.
+	// At most ten years.
 	TaskTtl       *durationpb.Duration `protobuf:"bytes,5,opt,name=task_ttl,json=taskTtl,proto3" json:"task_ttl,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

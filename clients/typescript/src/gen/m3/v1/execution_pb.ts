@@ -61,9 +61,10 @@ export type OperationStep = Message<"m3.v1.OperationStep"> & {
   task: boolean;
 
   /**
-   * Optional. The task's requested time to live (the `task.ttl` M3 sends); the
-   * server may choose another. Requires `task` (or a task-required tool);
-   * unset lets the server choose.
+   * Optional. The task's requested time to live (the `task.ttl` M3 sends, in
+   * milliseconds); the server may choose another. Used only when the call runs
+   * as a task (`task`, or a task-required tool); unset lets the server choose.
+   * At most ten years.
    *
    * @generated from field: google.protobuf.Duration task_ttl = 5;
    */
