@@ -68,6 +68,7 @@ raises, cancellation included.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import Mapping, Sequence
@@ -603,7 +604,7 @@ class _Run:
             task_params["ttl"] = active.task_ttl_ms
         params = {"name": ref.operation_name, "arguments": dict(ref.arguments), "task": task_params}
         try:
-            created = await session.send_raw("tools/call", params)
+            created = await self._create_task(session, ref, params)
         except MCPError as exc:
             return self._sdk_failure(ref, exc)
         try:
@@ -622,6 +623,27 @@ class _Run:
         finally:
             if not finished:
                 await self._cancel_task(session, ref, task.task_id)
+
+    async def _create_task(
+        self, session: TaskAwareSession, ref: OperationRef, params: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        """Send the task-augmented `tools/call`. A cancellation that lands while the
+        server is creating the task still cancels it: the call runs on, shielded
+        (asyncio, the runtime's loop), and its task is cancelled once it is known."""
+        creation = asyncio.ensure_future(session.send_raw("tools/call", params))
+        try:
+            return await asyncio.shield(creation)
+        except asyncio.CancelledError:
+            with anyio.CancelScope(shield=True), anyio.move_on_after(_TASK_CANCEL_TIMEOUT_SECONDS):
+                try:
+                    created = await creation
+                except Exception:
+                    created = {}
+                task = created.get("task")
+                if isinstance(task, Mapping) and isinstance(task.get("taskId"), str):
+                    await self._cancel_task(session, ref, task["taskId"])
+            creation.cancel()
+            raise
 
     async def _follow_task(
         self, active: _ActiveOperation, session: TaskAwareSession, task: Task

@@ -172,10 +172,14 @@ async def lines(log: Path, count: int) -> list[str]:
     raise AssertionError(f"fewer than {count} lines in {log}")
 
 
-async def test_a_cancelled_run_cancels_its_task(task_server: tuple[ServerBinding, Path]) -> None:
+@pytest.mark.parametrize("tool", ["slow-task", "slow-created-task"])
+async def test_a_cancelled_run_cancels_its_task(
+    task_server: tuple[ServerBinding, Path], tool: str
+) -> None:
+    # slow-created-task: the run is cancelled while the server creates the task.
     server, log = task_server
     run = asyncio.ensure_future(
-        ScriptedHarness().run(task_for(server, OperationStep("tool", "slow-task")), Recorder({}))
+        ScriptedHarness().run(task_for(server, OperationStep("tool", tool)), Recorder({}))
     )
     [created] = await lines(log, 1)
 

@@ -1,7 +1,7 @@
 // Test MCP server "tasks" (Node.js, the TypeScript SDK installed in tests/node):
-// a 2025-11-25 server whose tool `slow-task` is task-only
-// (`execution.taskSupport: required`) and never finishes on its own, so a
-// client can only end it with `tasks/cancel`.
+// a 2025-11-25 server whose tools `slow-task` and `slow-created-task` are
+// task-only (`execution.taskSupport: required`) and never finish on their own,
+// so a client can only end them with `tasks/cancel`.
 //
 // Every task it creates and every task cancelled is appended to the file named
 // by M3_TASK_LOG, one line each: `created <taskId>` / `cancelled <taskId>`, so a
@@ -43,19 +43,25 @@ function build() {
       taskMessageQueue: new InMemoryTaskMessageQueue(),
     },
   );
-  server.experimental.tasks.registerToolTask(
-    "slow-task",
-    { description: "A task that runs until cancelled.", inputSchema: {}, execution: { taskSupport: "required" } },
-    {
-      createTask: async (_args, extra) => {
-        const task = await extra.taskStore.createTask({ ttl: 300000, pollInterval: 100 });
-        log(`created ${task.taskId}`);
-        return { task };
+  // `slow-task` answers the tools/call at once; `slow-created-task` holds its
+  // CreateTaskResult back for a second after the task exists (a client cancelled
+  // meanwhile must still cancel the task it learns of).
+  for (const [name, createDelayMs] of [["slow-task", 0], ["slow-created-task", 1000]]) {
+    server.experimental.tasks.registerToolTask(
+      name,
+      { description: "A task that runs until cancelled.", inputSchema: {}, execution: { taskSupport: "required" } },
+      {
+        createTask: async (_args, extra) => {
+          const task = await extra.taskStore.createTask({ ttl: 300000, pollInterval: 100 });
+          log(`created ${task.taskId}`);
+          await new Promise((resolve) => setTimeout(resolve, createDelayMs));
+          return { task };
+        },
+        getTask: async (_args, extra) => extra.taskStore.getTask(extra.taskId),
+        getTaskResult: async (_args, extra) => extra.taskStore.getTaskResult(extra.taskId),
       },
-      getTask: async (_args, extra) => extra.taskStore.getTask(extra.taskId),
-      getTaskResult: async (_args, extra) => extra.taskStore.getTaskResult(extra.taskId),
-    },
-  );
+    );
+  }
   return server;
 }
 
