@@ -26,6 +26,18 @@ class ScriptStep(_Spec):
     kind: OperationKind = "tool"
     name: str = Field(min_length=1)
     arguments: Mapping[str, Any] = Field(default_factory=dict)
+    # Run a tool call as an MCP task (2025-11-25): tools/call with `task`, then
+    # tasks/get polling and tasks/result. A tool whose `execution.taskSupport` is
+    # "required" runs as a task without it.
+    task: bool = False
+    # The task's requested time to live; None lets the server choose.
+    task_ttl_seconds: float | None = Field(default=None, gt=0, le=315_360_000)
+
+    @model_validator(mode="after")
+    def _task_only_for_tools(self) -> ScriptStep:
+        if self.kind != "tool" and (self.task or self.task_ttl_seconds is not None):
+            raise ValueError("only a tool call can run as an MCP task")
+        return self
 
 
 class PlanRule(_Spec):

@@ -28,6 +28,7 @@ from m3grpc.fieldpath import Index, Key, Name, Segment
 # (message full name, model field name) -> the proto field or oneof name.
 _RENAMES: dict[tuple[str, str], str] = {
     ("m3.v1.AgentSpec", "round_timeout_seconds"): "round_timeout",
+    ("m3.v1.OperationStep", "task_ttl_seconds"): "task_ttl",
     ("m3.v1.ElicitationRule", "action"): "answer",
     ("m3.v1.ElicitationRule", "content"): "accept_content",
     ("m3.v1.ElicitationRule", "use_schema_defaults"): "accept_defaults",

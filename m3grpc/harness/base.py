@@ -54,6 +54,11 @@ URL_ELICITATION_DECLINED = "url_elicitation_declined"
 URL_ELICITATION_CANCELLED = "url_elicitation_cancelled"
 # The binding is pinned to protocol 2026-07-28 and the server speaks only an older one.
 PROTOCOL_MISMATCH = "protocol_mismatch"
+# A step asked for a task-augmented call of a tool whose task support is forbidden.
+TASK_NOT_SUPPORTED = "task_not_supported"
+# The server's task ended `cancelled` (not by M3) or `failed` without a result.
+TASK_CANCELLED = "task_cancelled"
+TASK_FAILED = "task_failed"
 
 
 def operation_id(index: int) -> str:
@@ -68,6 +73,9 @@ class OperationStep:
     kind: OperationKind
     name: str  # tool name, prompt name, or resource URI
     arguments: Mapping[str, Any] = field(default_factory=dict)
+    # Run the tool call as an MCP task (2025-11-25); task-required tools always do.
+    task: bool = False
+    task_ttl_seconds: float | None = None
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,14 @@ operations in order. Whenever the server asks for input, it hands an
   `notifications/elicitation/complete` received while an operation runs are
   recorded in its result's `_meta["m3/elicitation_complete"]`.
 
+- MCP tasks (2025-11-25, `m3grpc.harness.mcp_tasks`): a step with `task` (and
+  every tool whose `execution.taskSupport` is "required") is sent as a
+  task-augmented `tools/call`; M3 polls `tasks/get`, then fetches `tasks/result`,
+  over which the server sends the task's elicitations (rounds whose
+  `turn_metadata` records the task). A task-augmented `elicitation/create` is run
+  as an M3 client task the server polls. A task left unfinished (an abort, the
+  run cancelled) gets `tasks/cancel`.
+
 A binding pinned to 2026-07-28 connects by probing and fails the operation
 `protocol_mismatch` when the server offers only an older protocol.
 
@@ -60,6 +68,7 @@ raises, cancellation included.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import Mapping, Sequence
@@ -101,6 +110,7 @@ from mcp_types import (
     PaginatedRequestParams,
     ReadResourceResult,
     Root,
+    Task,
     TextContent,
     Tool,
 )
@@ -118,6 +128,9 @@ from m3grpc.harness.base import (
     REQUEST_STATE_REJECTED,
     ROUND_LIMIT_EXCEEDED,
     SERVER_UNAVAILABLE,
+    TASK_CANCELLED,
+    TASK_FAILED,
+    TASK_NOT_SUPPORTED,
     TOOL_ERROR,
     TOOL_NOT_FOUND,
     TOOL_NOT_SELECTED,
@@ -133,6 +146,13 @@ from m3grpc.harness.base import (
 )
 from m3grpc.harness.diagnostics import StderrTail, connect_failure, connection_lost
 from m3grpc.harness.mcp_convert import domain_request, dump_result, elicit_result
+from m3grpc.harness.mcp_tasks import (
+    RELATED_TASK_META,
+    ClientTasks,
+    TaskAwareSession,
+    TaskClient,
+    related_task_id,
+)
 from m3grpc.harness.request_keys import (
     legacy_request_key,
     mrtr_request_keys,
@@ -152,11 +172,19 @@ _HTTP_TIMEOUT_SECONDS = 30.0
 _STATE_ONLY_RETRY_LIMIT = 64
 _STATE_ONLY_BACKOFF_SECONDS = (0.05, 0.25)
 _TOOL_LIST_PAGE_LIMIT = 100
+# Polling a task: the server's `pollInterval`, kept within these bounds (seconds).
+_TASK_POLL_SECONDS = (0.05, 30.0)
+_TASK_POLL_DEFAULT_SECONDS = 1.0
+# How long M3 waits for the server to acknowledge `tasks/cancel` of an abandoned task.
+_TASK_CANCEL_TIMEOUT_SECONDS = 10.0
 
 MRTR_PROTOCOL = "2026-07-28"
 # Where an operation result records the `notifications/elicitation/complete`
 # the server sent while the operation ran: `result["_meta"][...]`, a list of elicitationIds.
 META_ELICITATION_COMPLETE = "m3/elicitation_complete"
+# Where a task-augmented call's result records its task: `result["_meta"][...]`,
+# `{"taskId": ..., "status": ...}` as the last `tasks/get` reported it.
+META_TASK = "m3/task"
 
 _Reply = CallToolResult | GetPromptResult | ReadResourceResult | InputRequiredResult
 
@@ -186,6 +214,8 @@ class _ActiveOperation:
     completed_elicitations: list[str] = field(default_factory=list)
     failure: tuple[str, str] | None = None
     error: BaseException | None = None
+    # For a task-augmented call (2025-11-25): the requested TTL in ms (None: the server's).
+    task_ttl_ms: int | None = None
 
     @property
     def aborted(self) -> bool:
@@ -377,6 +407,19 @@ class _Run:
             if planned.schema_defaults:
                 arguments = _schema_defaults(tool.input_schema)
                 ref = self._ref(index, step, arguments)
+            support = tool.execution.task_support if tool.execution is not None else None
+            if step.task and support not in ("optional", "required"):
+                return _failed(
+                    ref,
+                    TASK_NOT_SUPPORTED,
+                    f"tool {ref.server}:{step.name} does not support task-augmented calls "
+                    f"(execution.taskSupport is {support or 'absent'})",
+                )
+            if step.task or support == "required":
+                ttl = step.task_ttl_seconds
+                return await self._operate(
+                    ref, as_task=True, task_ttl_ms=None if ttl is None else round(ttl * 1000)
+                )
         return await self._operate(ref)
 
     async def _connect(self, stack: AsyncExitStack) -> Client:
@@ -397,7 +440,7 @@ class _Run:
             )
             await stack.enter_async_context(http)
             target = streamable_http_client(server.url, http_client=http)
-        client = Client(
+        client = TaskClient(
             target,
             # A pinned 2026-07-28 binding connects as "auto" (discover, else the
             # initialize handshake) so that a legacy-only server is recognised
@@ -410,6 +453,9 @@ class _Run:
             client_info=self._client_info,
             message_handler=self._on_message,
             cache=None,  # a script must see the server's current listings
+            # Declares client tasks (2025-11-25): a task-augmented elicitation
+            # is answered as a round while the server polls the task.
+            client_tasks=ClientTasks(self._on_task_elicit),
         )
         try:
             entered = await stack.enter_async_context(client)
@@ -439,13 +485,15 @@ class _Run:
             self._tools = tools
         return self._tools
 
-    async def _operate(self, ref: OperationRef) -> _Outcome:
-        active = _ActiveOperation(ref, self._task.round_limit)
+    async def _operate(
+        self, ref: OperationRef, *, as_task: bool = False, task_ttl_ms: int | None = None
+    ) -> _Outcome:
+        active = _ActiveOperation(ref, self._task.round_limit, task_ttl_ms=task_ttl_ms)
         self._active = active
         outcome: _Outcome | None = None
         try:
             with active.scope:
-                outcome = await self._drive(active)
+                outcome = await (self._drive_task(active) if as_task else self._drive(active))
         finally:
             self._active = None
         if active.error is not None:
@@ -535,6 +583,119 @@ class _Run:
             if answers is None:
                 return None
             responses = {**split.automatic, **answers}
+
+    def _task_session(self) -> TaskAwareSession:
+        assert self._client is not None
+        session = self._client.session
+        assert isinstance(session, TaskAwareSession)
+        return session
+
+    async def _drive_task(self, active: _ActiveOperation) -> _Outcome | None:
+        """A task-augmented `tools/call` (2025-11-25): create the task, poll
+        `tasks/get` at the server's interval, then fetch `tasks/result`, which the
+        server holds open while the task runs and over which it sends the task's
+        elicitations (they come to `_on_elicit` with the related-task `_meta`).
+        A task left unfinished (an abort, the execution cancelled) is cancelled
+        with `tasks/cancel`."""
+        ref = active.ref
+        session = self._task_session()
+        task_params: dict[str, Any] = {}
+        if active.task_ttl_ms is not None:
+            task_params["ttl"] = active.task_ttl_ms
+        params = {"name": ref.operation_name, "arguments": dict(ref.arguments), "task": task_params}
+        try:
+            created = await self._create_task(session, ref, params)
+        except MCPError as exc:
+            return self._sdk_failure(ref, exc)
+        try:
+            if "task" not in created:
+                # The server ran the call at once (task support is optional for it).
+                reply = CallToolResult.model_validate(created, by_name=False)
+                return _Outcome(_completed(ref, reply, active.completed_elicitations))
+            task = Task.model_validate(created["task"], by_name=False)
+        except ValidationError as exc:
+            return self._sdk_failure(ref, exc)
+        finished = False
+        try:
+            outcome = await self._follow_task(active, session, task)
+            finished = True
+            return outcome
+        finally:
+            if not finished:
+                await self._cancel_task(session, ref, task.task_id)
+
+    async def _create_task(
+        self, session: TaskAwareSession, ref: OperationRef, params: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        """Send the task-augmented `tools/call`. A cancellation that lands while the
+        server is creating the task still cancels it: the call runs on, shielded
+        (asyncio, the runtime's loop), and its task is cancelled once it is known."""
+        creation = asyncio.ensure_future(session.send_raw("tools/call", params))
+        try:
+            return await asyncio.shield(creation)
+        except asyncio.CancelledError:
+            with anyio.CancelScope(shield=True), anyio.move_on_after(_TASK_CANCEL_TIMEOUT_SECONDS):
+                try:
+                    created = await creation
+                except Exception:
+                    created = {}
+                task = created.get("task")
+                if isinstance(task, Mapping) and isinstance(task.get("taskId"), str):
+                    await self._cancel_task(session, ref, task["taskId"])
+            creation.cancel()
+            raise
+
+    async def _follow_task(
+        self, active: _ActiveOperation, session: TaskAwareSession, task: Task
+    ) -> _Outcome:
+        ref = active.ref
+        try:
+            while task.status == "working":
+                interval = (
+                    task.poll_interval / 1000
+                    if task.poll_interval is not None
+                    else _TASK_POLL_DEFAULT_SECONDS
+                )
+                await anyio.sleep(min(max(interval, _TASK_POLL_SECONDS[0]), _TASK_POLL_SECONDS[1]))
+                polled = await session.send_raw("tasks/get", {"taskId": task.task_id})
+                task = Task.model_validate(polled, by_name=False)
+            if task.status == "cancelled":
+                return _failed(
+                    ref,
+                    TASK_CANCELLED,
+                    f"the server cancelled task {task.task_id}: {task.status_message or '-'}",
+                )
+            # input_required, completed or failed: tasks/result delivers what the
+            # task needs (elicitations) and answers once it ended.
+            raw = await session.send_raw("tasks/result", {"taskId": task.task_id})
+        except MCPError as exc:
+            if exc.code == MCP_CONNECTION_CLOSED or task.status != "failed":
+                return self._sdk_failure(ref, exc)
+            return _failed(ref, TASK_FAILED, f"task {task.task_id} failed: {exc.message}")
+        except ValidationError as exc:
+            return self._sdk_failure(ref, exc)
+        try:
+            reply = CallToolResult.model_validate(raw, by_name=False)
+        except ValidationError as exc:
+            return self._sdk_failure(ref, exc)
+        result = _completed(ref, reply, active.completed_elicitations)
+        record = dict(result.result or {})
+        meta = dict(record.get("_meta") or {})
+        meta[META_TASK] = {"taskId": task.task_id, "status": "completed" if result.ok else "failed"}
+        record["_meta"] = meta
+        return _Outcome(result.model_copy(update={"result": record}))
+
+    async def _cancel_task(
+        self, session: TaskAwareSession, ref: OperationRef, task_id: str
+    ) -> None:
+        """`tasks/cancel` for a task M3 no longer follows; shielded from the
+        cancellation that got us here, bounded in time, and best effort."""
+        with anyio.CancelScope(shield=True), anyio.move_on_after(_TASK_CANCEL_TIMEOUT_SECONDS):
+            try:
+                await session.send_raw("tasks/cancel", {"taskId": task_id})
+                logger.info("cancelled MCP task %s of %s", task_id, ref.operation_name)
+            except Exception:
+                logger.warning("could not cancel MCP task %s", task_id, exc_info=True)
 
     def _split_requests(self, requests: InputRequests) -> _SplitRequests:
         """A 2026-07-28 round's input requests by who answers them: elicitations a
@@ -692,7 +853,21 @@ class _Run:
     async def _on_elicit(
         self, context: ClientRequestContext, params: ElicitRequestParams
     ) -> ElicitResult | ErrorData:
-        """Legacy `elicitation/create`: runs in the session's task, not in `run`'s."""
+        """Legacy `elicitation/create`: runs in the session's task, not in `run`'s.
+        One the server sends for a task (the related-task `_meta`) records that task."""
+        return await self._elicit(params, related_task_id(params.meta))
+
+    async def _on_task_elicit(
+        self, context: ClientRequestContext, params: ElicitRequestParams, task_id: str
+    ) -> ElicitResult | ErrorData:
+        """A task-augmented `elicitation/create`: M3 runs it as client task
+        `task_id` (the server polls it), and the round records that task."""
+        meta = {**(params.meta or {}), RELATED_TASK_META: {"taskId": task_id}}
+        return await self._elicit(params.model_copy(update={"meta": meta}), task_id)
+
+    async def _elicit(
+        self, params: ElicitRequestParams, task_id: str | None
+    ) -> ElicitResult | ErrorData:
         active = self._active
         if active is None:
             return _refusal("no operation is waiting for input")
@@ -717,6 +892,9 @@ class _Run:
                 requests={key: domain_request(params, active.ref, fallback_elicitation_id=key)},
                 request_state=None,
                 protocol="legacy",
+                turn_metadata=None
+                if task_id is None
+                else {"harness": "scripted", "mcp_task_id": task_id},
             )
             active.rounds += 1
             try:

@@ -432,4 +432,10 @@ class _Slot:
 
 
 def _step(step: ScriptStep) -> OperationStep:
-    return OperationStep(kind=step.kind, name=step.name, arguments=dict(step.arguments))
+    return OperationStep(
+        kind=step.kind,
+        name=step.name,
+        arguments=dict(step.arguments),
+        task=step.task,
+        task_ttl_seconds=step.task_ttl_seconds,
+    )

@@ -140,11 +140,21 @@ def _step(
         violations.append(FieldViolation(f"{path}.name", "required"))
     if kind == "resource" and step.HasField("arguments"):
         violations.append(FieldViolation(f"{path}.arguments", "must be unset for a resource"))
-    return {
+    document: dict[str, Any] = {
         "kind": kind or "tool",
         "name": step.name,
         "arguments": struct_field(step, "arguments", f"{path}.arguments", violations) or {},
     }
+    if kind not in (None, "tool") and step.task:
+        violations.append(FieldViolation(f"{path}.task", "only a tool call can run as a task"))
+    if step.task:
+        document["task"] = True
+    if step.HasField("task_ttl"):
+        try:
+            document["task_ttl_seconds"] = convert.from_duration(step.task_ttl)
+        except convert.WireValueError as exc:
+            violations.append(FieldViolation(f"{path}.task_ttl", exc.description))
+    return document
 
 
 def _plan(
@@ -182,6 +192,9 @@ def step_message(step: ScriptStep) -> execution_pb2.OperationStep:
     )
     if step.arguments:
         message.arguments.CopyFrom(convert.dict_to_struct(step.arguments))
+    message.task = step.task
+    if step.task_ttl_seconds is not None:
+        message.task_ttl.CopyFrom(convert.duration(step.task_ttl_seconds))
     return message
 
 

@@ -335,7 +335,23 @@ type OperationStep struct {
 	// unset for OPERATION_KIND_RESOURCE. Counts toward the spec's limits: at
 	// most 1,000,000 bytes as JSON and 20 levels of nesting (server settings
 	// `limits.max_spec_bytes`, `limits.max_json_depth`).
-	Arguments     *structpb.Struct `protobuf:"bytes,3,opt,name=arguments,proto3" json:"arguments,omitempty"`
+	Arguments *structpb.Struct `protobuf:"bytes,3,opt,name=arguments,proto3" json:"arguments,omitempty"`
+	// Optional. Run the tool call as an MCP task (protocol 2025-11-25): M3 sends
+	// `tools/call` with a `task` parameter, polls `tasks/get` at the interval the
+	// server suggests, then fetches `tasks/result`. An elicitation the server
+	// sends for the task (`_meta["io.modelcontextprotocol/related-task"]`)
+	// becomes a managed round like any other, its request's `meta` naming the
+	// task. Cancel of the execution sends `tasks/cancel`. A tool whose
+	// `execution.taskSupport` is `required` runs as a task without this flag;
+	// setting it for a tool whose task support is `forbidden` (or absent) fails
+	// the operation with failure code `task_not_supported`. Only for
+	// OPERATION_KIND_TOOL.
+	Task bool `protobuf:"varint,4,opt,name=task,proto3" json:"task,omitempty"`
+	// Optional. The task's requested time to live (the `task.ttl` M3 sends, in
+	// milliseconds); the server may choose another. Used only when the call runs
+	// as a task (`task`, or a task-required tool); unset lets the server choose.
+	// At most ten years.
+	TaskTtl       *durationpb.Duration `protobuf:"bytes,5,opt,name=task_ttl,json=taskTtl,proto3" json:"task_ttl,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -387,6 +403,20 @@ func (x *OperationStep) GetName() string {
 func (x *OperationStep) GetArguments() *structpb.Struct {
 	if x != nil {
 		return x.Arguments
+	}
+	return nil
+}
+
+func (x *OperationStep) GetTask() bool {
+	if x != nil {
+		return x.Task
+	}
+	return false
+}
+
+func (x *OperationStep) GetTaskTtl() *durationpb.Duration {
+	if x != nil {
+		return x.TaskTtl
 	}
 	return nil
 }
@@ -1472,11 +1502,13 @@ var File_m3_v1_execution_proto protoreflect.FileDescriptor
 
 const file_m3_v1_execution_proto_rawDesc = "" +
 	"\n" +
-	"\x15m3/v1/execution.proto\x12\x05m3.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x84\x01\n" +
+	"\x15m3/v1/execution.proto\x12\x05m3.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xce\x01\n" +
 	"\rOperationStep\x12(\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x14.m3.v1.OperationKindR\x04kind\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x125\n" +
-	"\targuments\x18\x03 \x01(\v2\x17.google.protobuf.StructR\targuments\"?\n" +
+	"\targuments\x18\x03 \x01(\v2\x17.google.protobuf.StructR\targuments\x12\x12\n" +
+	"\x04task\x18\x04 \x01(\bR\x04task\x124\n" +
+	"\btask_ttl\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\ataskTtl\"?\n" +
 	"\x0fElicitationPlan\x12,\n" +
 	"\x05rules\x18\x01 \x03(\v2\x16.m3.v1.ElicitationRuleR\x05rules\"\x85\x04\n" +
 	"\x0fElicitationRule\x12*\n" +
@@ -1635,36 +1667,37 @@ var file_m3_v1_execution_proto_goTypes = []any{
 var file_m3_v1_execution_proto_depIdxs = []int32{
 	1,  // 0: m3.v1.OperationStep.kind:type_name -> m3.v1.OperationKind
 	19, // 1: m3.v1.OperationStep.arguments:type_name -> google.protobuf.Struct
-	7,  // 2: m3.v1.ElicitationPlan.rules:type_name -> m3.v1.ElicitationRule
-	19, // 3: m3.v1.ElicitationRule.accept_content:type_name -> google.protobuf.Struct
-	15, // 4: m3.v1.ElicitationRule.accept_defaults:type_name -> m3.v1.ElicitationRule.AcceptDefaults
-	16, // 5: m3.v1.ElicitationRule.decline:type_name -> m3.v1.ElicitationRule.Decline
-	17, // 6: m3.v1.ElicitationRule.cancel:type_name -> m3.v1.ElicitationRule.Cancel
-	5,  // 7: m3.v1.AgentSpec.script:type_name -> m3.v1.OperationStep
-	6,  // 8: m3.v1.AgentSpec.elicitation_plan:type_name -> m3.v1.ElicitationPlan
-	4,  // 9: m3.v1.AgentSpec.permission_policy:type_name -> m3.v1.PermissionPolicy
-	20, // 10: m3.v1.AgentSpec.round_timeout:type_name -> google.protobuf.Duration
-	5,  // 11: m3.v1.OperationSpec.operation:type_name -> m3.v1.OperationStep
-	6,  // 12: m3.v1.OperationSpec.elicitation_plan:type_name -> m3.v1.ElicitationPlan
-	2,  // 13: m3.v1.ExecutionState.lifecycle:type_name -> m3.v1.ExecutionLifecycle
-	3,  // 14: m3.v1.ExecutionState.outcome:type_name -> m3.v1.ExecutionOutcome
-	0,  // 15: m3.v1.ExecutionState.human_input:type_name -> m3.v1.HumanInput
-	21, // 16: m3.v1.ExecutionState.create_time:type_name -> google.protobuf.Timestamp
-	21, // 17: m3.v1.ExecutionState.update_time:type_name -> google.protobuf.Timestamp
-	21, // 18: m3.v1.ExecutionState.finish_time:type_name -> google.protobuf.Timestamp
-	1,  // 19: m3.v1.OperationResult.operation_kind:type_name -> m3.v1.OperationKind
-	19, // 20: m3.v1.OperationResult.result:type_name -> google.protobuf.Struct
-	3,  // 21: m3.v1.ExecutionResult.outcome:type_name -> m3.v1.ExecutionOutcome
-	11, // 22: m3.v1.ExecutionResult.operations:type_name -> m3.v1.OperationResult
-	21, // 23: m3.v1.ExecutionResult.finish_time:type_name -> google.protobuf.Timestamp
-	13, // 24: m3.v1.ExecutionResult.agent:type_name -> m3.v1.AgentReport
-	18, // 25: m3.v1.AgentReport.token_usage:type_name -> m3.v1.AgentReport.TokenUsageEntry
-	14, // 26: m3.v1.AgentReport.native_prompts:type_name -> m3.v1.NativePrompt
-	27, // [27:27] is the sub-list for method output_type
-	27, // [27:27] is the sub-list for method input_type
-	27, // [27:27] is the sub-list for extension type_name
-	27, // [27:27] is the sub-list for extension extendee
-	0,  // [0:27] is the sub-list for field type_name
+	20, // 2: m3.v1.OperationStep.task_ttl:type_name -> google.protobuf.Duration
+	7,  // 3: m3.v1.ElicitationPlan.rules:type_name -> m3.v1.ElicitationRule
+	19, // 4: m3.v1.ElicitationRule.accept_content:type_name -> google.protobuf.Struct
+	15, // 5: m3.v1.ElicitationRule.accept_defaults:type_name -> m3.v1.ElicitationRule.AcceptDefaults
+	16, // 6: m3.v1.ElicitationRule.decline:type_name -> m3.v1.ElicitationRule.Decline
+	17, // 7: m3.v1.ElicitationRule.cancel:type_name -> m3.v1.ElicitationRule.Cancel
+	5,  // 8: m3.v1.AgentSpec.script:type_name -> m3.v1.OperationStep
+	6,  // 9: m3.v1.AgentSpec.elicitation_plan:type_name -> m3.v1.ElicitationPlan
+	4,  // 10: m3.v1.AgentSpec.permission_policy:type_name -> m3.v1.PermissionPolicy
+	20, // 11: m3.v1.AgentSpec.round_timeout:type_name -> google.protobuf.Duration
+	5,  // 12: m3.v1.OperationSpec.operation:type_name -> m3.v1.OperationStep
+	6,  // 13: m3.v1.OperationSpec.elicitation_plan:type_name -> m3.v1.ElicitationPlan
+	2,  // 14: m3.v1.ExecutionState.lifecycle:type_name -> m3.v1.ExecutionLifecycle
+	3,  // 15: m3.v1.ExecutionState.outcome:type_name -> m3.v1.ExecutionOutcome
+	0,  // 16: m3.v1.ExecutionState.human_input:type_name -> m3.v1.HumanInput
+	21, // 17: m3.v1.ExecutionState.create_time:type_name -> google.protobuf.Timestamp
+	21, // 18: m3.v1.ExecutionState.update_time:type_name -> google.protobuf.Timestamp
+	21, // 19: m3.v1.ExecutionState.finish_time:type_name -> google.protobuf.Timestamp
+	1,  // 20: m3.v1.OperationResult.operation_kind:type_name -> m3.v1.OperationKind
+	19, // 21: m3.v1.OperationResult.result:type_name -> google.protobuf.Struct
+	3,  // 22: m3.v1.ExecutionResult.outcome:type_name -> m3.v1.ExecutionOutcome
+	11, // 23: m3.v1.ExecutionResult.operations:type_name -> m3.v1.OperationResult
+	21, // 24: m3.v1.ExecutionResult.finish_time:type_name -> google.protobuf.Timestamp
+	13, // 25: m3.v1.ExecutionResult.agent:type_name -> m3.v1.AgentReport
+	18, // 26: m3.v1.AgentReport.token_usage:type_name -> m3.v1.AgentReport.TokenUsageEntry
+	14, // 27: m3.v1.AgentReport.native_prompts:type_name -> m3.v1.NativePrompt
+	28, // [28:28] is the sub-list for method output_type
+	28, // [28:28] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_m3_v1_execution_proto_init() }

@@ -27,7 +27,7 @@ from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15m3/v1/execution.proto\x12\x05m3.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x84\x01\n\rOperationStep\x12(\n\x04kind\x18\x01 \x01(\x0e\x32\x14.m3.v1.OperationKindR\x04kind\x12\x12\n\x04name\x18\x02 \x01(\tR\x04name\x12\x35\n\targuments\x18\x03 \x01(\x0b\x32\x17.google.protobuf.StructR\targuments\"?\n\x0f\x45licitationPlan\x12,\n\x05rules\x18\x01 \x03(\x0b\x32\x16.m3.v1.ElicitationRuleR\x05rules\"\x85\x04\n\x0f\x45licitationRule\x12*\n\x0eoperation_name\x18\x01 \x01(\tH\x01R\roperationName\x88\x01\x01\x12$\n\x0brequest_key\x18\x02 \x01(\tH\x02R\nrequestKey\x88\x01\x01\x12.\n\x10message_contains\x18\x03 \x01(\tH\x03R\x0fmessageContains\x88\x01\x01\x12@\n\x0e\x61\x63\x63\x65pt_content\x18\x04 \x01(\x0b\x32\x17.google.protobuf.StructH\x00R\racceptContent\x12P\n\x0f\x61\x63\x63\x65pt_defaults\x18\x05 \x01(\x0b\x32%.m3.v1.ElicitationRule.AcceptDefaultsH\x00R\x0e\x61\x63\x63\x65ptDefaults\x12:\n\x07\x64\x65\x63line\x18\x06 \x01(\x0b\x32\x1e.m3.v1.ElicitationRule.DeclineH\x00R\x07\x64\x65\x63line\x12\x37\n\x06\x63\x61ncel\x18\x07 \x01(\x0b\x32\x1d.m3.v1.ElicitationRule.CancelH\x00R\x06\x63\x61ncel\x1a\x10\n\x0e\x41\x63\x63\x65ptDefaults\x1a\t\n\x07\x44\x65\x63line\x1a\x08\n\x06\x43\x61ncelB\x08\n\x06\x61nswerB\x11\n\x0f_operation_nameB\x0e\n\x0c_request_keyB\x13\n\x11_message_contains\"\x9b\x03\n\tAgentSpec\x12\x18\n\x07harness\x18\x01 \x01(\tR\x07harness\x12\x16\n\x06models\x18\x02 \x03(\tR\x06models\x12\x16\n\x06prompt\x18\x03 \x01(\tR\x06prompt\x12\x16\n\x06server\x18\x04 \x01(\tR\x06server\x12\x14\n\x05tools\x18\x05 \x03(\tR\x05tools\x12,\n\x06script\x18\x06 \x03(\x0b\x32\x14.m3.v1.OperationStepR\x06script\x12\x41\n\x10\x65licitation_plan\x18\x07 \x01(\x0b\x32\x16.m3.v1.ElicitationPlanR\x0f\x65licitationPlan\x12\x44\n\x11permission_policy\x18\x08 \x01(\x0e\x32\x17.m3.v1.PermissionPolicyR\x10permissionPolicy\x12\x1f\n\x0bround_limit\x18\t \x01(\x05R\nroundLimit\x12>\n\rround_timeout\x18\n \x01(\x0b\x32\x19.google.protobuf.DurationR\x0croundTimeout\"\xbf\x01\n\rOperationSpec\x12\x16\n\x06server\x18\x01 \x01(\tR\x06server\x12\x32\n\toperation\x18\x02 \x01(\x0b\x32\x14.m3.v1.OperationStepR\toperation\x12\x41\n\x10\x65licitation_plan\x18\x03 \x01(\x0b\x32\x16.m3.v1.ElicitationPlanR\x0f\x65licitationPlan\x12\x1f\n\x0bround_limit\x18\x04 \x01(\x05R\nroundLimit\"\xd6\x03\n\x0e\x45xecutionState\x12!\n\x0c\x65xecution_id\x18\x01 \x01(\tR\x0b\x65xecutionId\x12\x37\n\tlifecycle\x18\x02 \x01(\x0e\x32\x19.m3.v1.ExecutionLifecycleR\tlifecycle\x12\x31\n\x07outcome\x18\x03 \x01(\x0e\x32\x17.m3.v1.ExecutionOutcomeR\x07outcome\x12\x32\n\x0bhuman_input\x18\x04 \x01(\x0e\x32\x11.m3.v1.HumanInputR\nhumanInput\x12;\n\x0b\x63reate_time\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\ncreateTime\x12;\n\x0bupdate_time\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\nupdateTime\x12;\n\x0b\x66inish_time\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\nfinishTime\x12!\n\x0c\x66\x61ilure_code\x18\x08 \x01(\tR\x0b\x66\x61ilureCode\x12\'\n\x0f\x66\x61ilure_message\x18\t \x01(\tR\x0e\x66\x61ilureMessage\"\xcc\x02\n\x0fOperationResult\x12\x30\n\x14logical_operation_id\x18\x01 \x01(\tR\x12logicalOperationId\x12\x16\n\x06server\x18\x02 \x01(\tR\x06server\x12;\n\x0eoperation_kind\x18\x03 \x01(\x0e\x32\x14.m3.v1.OperationKindR\roperationKind\x12%\n\x0eoperation_name\x18\x04 \x01(\tR\roperationName\x12\x0e\n\x02ok\x18\x05 \x01(\x08R\x02ok\x12/\n\x06result\x18\x06 \x01(\x0b\x32\x17.google.protobuf.StructR\x06result\x12!\n\x0c\x66\x61ilure_code\x18\x07 \x01(\tR\x0b\x66\x61ilureCode\x12\'\n\x0f\x66\x61ilure_message\x18\x08 \x01(\tR\x0e\x66\x61ilureMessage\"\xd2\x02\n\x0f\x45xecutionResult\x12!\n\x0c\x65xecution_id\x18\x01 \x01(\tR\x0b\x65xecutionId\x12\x31\n\x07outcome\x18\x02 \x01(\x0e\x32\x17.m3.v1.ExecutionOutcomeR\x07outcome\x12\x36\n\noperations\x18\x03 \x03(\x0b\x32\x16.m3.v1.OperationResultR\noperations\x12!\n\x0c\x66\x61ilure_code\x18\x04 \x01(\tR\x0b\x66\x61ilureCode\x12\'\n\x0f\x66\x61ilure_message\x18\x05 \x01(\tR\x0e\x66\x61ilureMessage\x12;\n\x0b\x66inish_time\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\nfinishTime\x12(\n\x05\x61gent\x18\x07 \x01(\x0b\x32\x12.m3.v1.AgentReportR\x05\x61gent\"\xfb\x02\n\x0b\x41gentReport\x12\x18\n\x07harness\x18\x01 \x01(\tR\x07harness\x12\x14\n\x05model\x18\x02 \x01(\tR\x05model\x12\x1d\n\nsession_id\x18\x03 \x01(\tR\tsessionId\x12\x17\n\x07turn_id\x18\x04 \x01(\tR\x06turnId\x12\x1f\n\x0bturn_status\x18\x05 \x01(\tR\nturnStatus\x12#\n\rfinal_message\x18\x06 \x01(\tR\x0c\x66inalMessage\x12\x43\n\x0btoken_usage\x18\x07 \x03(\x0b\x32\".m3.v1.AgentReport.TokenUsageEntryR\ntokenUsage\x12:\n\x0enative_prompts\x18\x08 \x03(\x0b\x32\x13.m3.v1.NativePromptR\rnativePrompts\x1a=\n\x0fTokenUsageEntry\x12\x10\n\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n\x05value\x18\x02 \x01(\x03R\x05value:\x02\x38\x01\"T\n\x0cNativePrompt\x12\x12\n\x04kind\x18\x01 \x01(\tR\x04kind\x12\x18\n\x07\x61llowed\x18\x02 \x01(\x08R\x07\x61llowed\x12\x16\n\x06\x64\x65tail\x18\x03 \x01(\tR\x06\x64\x65tail*X\n\nHumanInput\x12\x1b\n\x17HUMAN_INPUT_UNSPECIFIED\x10\x00\x12\x14\n\x10HUMAN_INPUT_FAIL\x10\x01\x12\x17\n\x13HUMAN_INPUT_MANAGED\x10\x02*\x80\x01\n\rOperationKind\x12\x1e\n\x1aOPERATION_KIND_UNSPECIFIED\x10\x00\x12\x17\n\x13OPERATION_KIND_TOOL\x10\x01\x12\x19\n\x15OPERATION_KIND_PROMPT\x10\x02\x12\x1b\n\x17OPERATION_KIND_RESOURCE\x10\x03*\xc7\x01\n\x12\x45xecutionLifecycle\x12#\n\x1f\x45XECUTION_LIFECYCLE_UNSPECIFIED\x10\x00\x12\x1e\n\x1a\x45XECUTION_LIFECYCLE_QUEUED\x10\x01\x12\x1f\n\x1b\x45XECUTION_LIFECYCLE_RUNNING\x10\x02\x12)\n%EXECUTION_LIFECYCLE_WAITING_FOR_INPUT\x10\x03\x12 \n\x1c\x45XECUTION_LIFECYCLE_FINISHED\x10\x04*\x95\x01\n\x10\x45xecutionOutcome\x12!\n\x1d\x45XECUTION_OUTCOME_UNSPECIFIED\x10\x00\x12\x1f\n\x1b\x45XECUTION_OUTCOME_SUCCEEDED\x10\x01\x12\x1c\n\x18\x45XECUTION_OUTCOME_FAILED\x10\x02\x12\x1f\n\x1b\x45XECUTION_OUTCOME_CANCELLED\x10\x03*n\n\x10PermissionPolicy\x12!\n\x1dPERMISSION_POLICY_UNSPECIFIED\x10\x00\x12\x1a\n\x16PERMISSION_POLICY_DENY\x10\x01\x12\x1b\n\x17PERMISSION_POLICY_ALLOW\x10\x02\x42\x84\x01\n\tcom.m3.v1B\x0e\x45xecutionProtoP\x01Z2github.com/m3grpc/m3grpc/clients/go/gen/m3/v1;m3v1\xa2\x02\x03MXX\xaa\x02\x05M3.V1\xca\x02\x05M3\\V1\xe2\x02\x11M3\\V1\\GPBMetadata\xea\x02\x06M3::V1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15m3/v1/execution.proto\x12\x05m3.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xce\x01\n\rOperationStep\x12(\n\x04kind\x18\x01 \x01(\x0e\x32\x14.m3.v1.OperationKindR\x04kind\x12\x12\n\x04name\x18\x02 \x01(\tR\x04name\x12\x35\n\targuments\x18\x03 \x01(\x0b\x32\x17.google.protobuf.StructR\targuments\x12\x12\n\x04task\x18\x04 \x01(\x08R\x04task\x12\x34\n\x08task_ttl\x18\x05 \x01(\x0b\x32\x19.google.protobuf.DurationR\x07taskTtl\"?\n\x0f\x45licitationPlan\x12,\n\x05rules\x18\x01 \x03(\x0b\x32\x16.m3.v1.ElicitationRuleR\x05rules\"\x85\x04\n\x0f\x45licitationRule\x12*\n\x0eoperation_name\x18\x01 \x01(\tH\x01R\roperationName\x88\x01\x01\x12$\n\x0brequest_key\x18\x02 \x01(\tH\x02R\nrequestKey\x88\x01\x01\x12.\n\x10message_contains\x18\x03 \x01(\tH\x03R\x0fmessageContains\x88\x01\x01\x12@\n\x0e\x61\x63\x63\x65pt_content\x18\x04 \x01(\x0b\x32\x17.google.protobuf.StructH\x00R\racceptContent\x12P\n\x0f\x61\x63\x63\x65pt_defaults\x18\x05 \x01(\x0b\x32%.m3.v1.ElicitationRule.AcceptDefaultsH\x00R\x0e\x61\x63\x63\x65ptDefaults\x12:\n\x07\x64\x65\x63line\x18\x06 \x01(\x0b\x32\x1e.m3.v1.ElicitationRule.DeclineH\x00R\x07\x64\x65\x63line\x12\x37\n\x06\x63\x61ncel\x18\x07 \x01(\x0b\x32\x1d.m3.v1.ElicitationRule.CancelH\x00R\x06\x63\x61ncel\x1a\x10\n\x0e\x41\x63\x63\x65ptDefaults\x1a\t\n\x07\x44\x65\x63line\x1a\x08\n\x06\x43\x61ncelB\x08\n\x06\x61nswerB\x11\n\x0f_operation_nameB\x0e\n\x0c_request_keyB\x13\n\x11_message_contains\"\x9b\x03\n\tAgentSpec\x12\x18\n\x07harness\x18\x01 \x01(\tR\x07harness\x12\x16\n\x06models\x18\x02 \x03(\tR\x06models\x12\x16\n\x06prompt\x18\x03 \x01(\tR\x06prompt\x12\x16\n\x06server\x18\x04 \x01(\tR\x06server\x12\x14\n\x05tools\x18\x05 \x03(\tR\x05tools\x12,\n\x06script\x18\x06 \x03(\x0b\x32\x14.m3.v1.OperationStepR\x06script\x12\x41\n\x10\x65licitation_plan\x18\x07 \x01(\x0b\x32\x16.m3.v1.ElicitationPlanR\x0f\x65licitationPlan\x12\x44\n\x11permission_policy\x18\x08 \x01(\x0e\x32\x17.m3.v1.PermissionPolicyR\x10permissionPolicy\x12\x1f\n\x0bround_limit\x18\t \x01(\x05R\nroundLimit\x12>\n\rround_timeout\x18\n \x01(\x0b\x32\x19.google.protobuf.DurationR\x0croundTimeout\"\xbf\x01\n\rOperationSpec\x12\x16\n\x06server\x18\x01 \x01(\tR\x06server\x12\x32\n\toperation\x18\x02 \x01(\x0b\x32\x14.m3.v1.OperationStepR\toperation\x12\x41\n\x10\x65licitation_plan\x18\x03 \x01(\x0b\x32\x16.m3.v1.ElicitationPlanR\x0f\x65licitationPlan\x12\x1f\n\x0bround_limit\x18\x04 \x01(\x05R\nroundLimit\"\xd6\x03\n\x0e\x45xecutionState\x12!\n\x0c\x65xecution_id\x18\x01 \x01(\tR\x0b\x65xecutionId\x12\x37\n\tlifecycle\x18\x02 \x01(\x0e\x32\x19.m3.v1.ExecutionLifecycleR\tlifecycle\x12\x31\n\x07outcome\x18\x03 \x01(\x0e\x32\x17.m3.v1.ExecutionOutcomeR\x07outcome\x12\x32\n\x0bhuman_input\x18\x04 \x01(\x0e\x32\x11.m3.v1.HumanInputR\nhumanInput\x12;\n\x0b\x63reate_time\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\ncreateTime\x12;\n\x0bupdate_time\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\nupdateTime\x12;\n\x0b\x66inish_time\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\nfinishTime\x12!\n\x0c\x66\x61ilure_code\x18\x08 \x01(\tR\x0b\x66\x61ilureCode\x12\'\n\x0f\x66\x61ilure_message\x18\t \x01(\tR\x0e\x66\x61ilureMessage\"\xcc\x02\n\x0fOperationResult\x12\x30\n\x14logical_operation_id\x18\x01 \x01(\tR\x12logicalOperationId\x12\x16\n\x06server\x18\x02 \x01(\tR\x06server\x12;\n\x0eoperation_kind\x18\x03 \x01(\x0e\x32\x14.m3.v1.OperationKindR\roperationKind\x12%\n\x0eoperation_name\x18\x04 \x01(\tR\roperationName\x12\x0e\n\x02ok\x18\x05 \x01(\x08R\x02ok\x12/\n\x06result\x18\x06 \x01(\x0b\x32\x17.google.protobuf.StructR\x06result\x12!\n\x0c\x66\x61ilure_code\x18\x07 \x01(\tR\x0b\x66\x61ilureCode\x12\'\n\x0f\x66\x61ilure_message\x18\x08 \x01(\tR\x0e\x66\x61ilureMessage\"\xd2\x02\n\x0f\x45xecutionResult\x12!\n\x0c\x65xecution_id\x18\x01 \x01(\tR\x0b\x65xecutionId\x12\x31\n\x07outcome\x18\x02 \x01(\x0e\x32\x17.m3.v1.ExecutionOutcomeR\x07outcome\x12\x36\n\noperations\x18\x03 \x03(\x0b\x32\x16.m3.v1.OperationResultR\noperations\x12!\n\x0c\x66\x61ilure_code\x18\x04 \x01(\tR\x0b\x66\x61ilureCode\x12\'\n\x0f\x66\x61ilure_message\x18\x05 \x01(\tR\x0e\x66\x61ilureMessage\x12;\n\x0b\x66inish_time\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.TimestampR\nfinishTime\x12(\n\x05\x61gent\x18\x07 \x01(\x0b\x32\x12.m3.v1.AgentReportR\x05\x61gent\"\xfb\x02\n\x0b\x41gentReport\x12\x18\n\x07harness\x18\x01 \x01(\tR\x07harness\x12\x14\n\x05model\x18\x02 \x01(\tR\x05model\x12\x1d\n\nsession_id\x18\x03 \x01(\tR\tsessionId\x12\x17\n\x07turn_id\x18\x04 \x01(\tR\x06turnId\x12\x1f\n\x0bturn_status\x18\x05 \x01(\tR\nturnStatus\x12#\n\rfinal_message\x18\x06 \x01(\tR\x0c\x66inalMessage\x12\x43\n\x0btoken_usage\x18\x07 \x03(\x0b\x32\".m3.v1.AgentReport.TokenUsageEntryR\ntokenUsage\x12:\n\x0enative_prompts\x18\x08 \x03(\x0b\x32\x13.m3.v1.NativePromptR\rnativePrompts\x1a=\n\x0fTokenUsageEntry\x12\x10\n\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n\x05value\x18\x02 \x01(\x03R\x05value:\x02\x38\x01\"T\n\x0cNativePrompt\x12\x12\n\x04kind\x18\x01 \x01(\tR\x04kind\x12\x18\n\x07\x61llowed\x18\x02 \x01(\x08R\x07\x61llowed\x12\x16\n\x06\x64\x65tail\x18\x03 \x01(\tR\x06\x64\x65tail*X\n\nHumanInput\x12\x1b\n\x17HUMAN_INPUT_UNSPECIFIED\x10\x00\x12\x14\n\x10HUMAN_INPUT_FAIL\x10\x01\x12\x17\n\x13HUMAN_INPUT_MANAGED\x10\x02*\x80\x01\n\rOperationKind\x12\x1e\n\x1aOPERATION_KIND_UNSPECIFIED\x10\x00\x12\x17\n\x13OPERATION_KIND_TOOL\x10\x01\x12\x19\n\x15OPERATION_KIND_PROMPT\x10\x02\x12\x1b\n\x17OPERATION_KIND_RESOURCE\x10\x03*\xc7\x01\n\x12\x45xecutionLifecycle\x12#\n\x1f\x45XECUTION_LIFECYCLE_UNSPECIFIED\x10\x00\x12\x1e\n\x1a\x45XECUTION_LIFECYCLE_QUEUED\x10\x01\x12\x1f\n\x1b\x45XECUTION_LIFECYCLE_RUNNING\x10\x02\x12)\n%EXECUTION_LIFECYCLE_WAITING_FOR_INPUT\x10\x03\x12 \n\x1c\x45XECUTION_LIFECYCLE_FINISHED\x10\x04*\x95\x01\n\x10\x45xecutionOutcome\x12!\n\x1d\x45XECUTION_OUTCOME_UNSPECIFIED\x10\x00\x12\x1f\n\x1b\x45XECUTION_OUTCOME_SUCCEEDED\x10\x01\x12\x1c\n\x18\x45XECUTION_OUTCOME_FAILED\x10\x02\x12\x1f\n\x1b\x45XECUTION_OUTCOME_CANCELLED\x10\x03*n\n\x10PermissionPolicy\x12!\n\x1dPERMISSION_POLICY_UNSPECIFIED\x10\x00\x12\x1a\n\x16PERMISSION_POLICY_DENY\x10\x01\x12\x1b\n\x17PERMISSION_POLICY_ALLOW\x10\x02\x42\x84\x01\n\tcom.m3.v1B\x0e\x45xecutionProtoP\x01Z2github.com/m3grpc/m3grpc/clients/go/gen/m3/v1;m3v1\xa2\x02\x03MXX\xaa\x02\x05M3.V1\xca\x02\x05M3\\V1\xe2\x02\x11M3\\V1\\GPBMetadata\xea\x02\x06M3::V1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -37,42 +37,42 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._serialized_options = b'\n\tcom.m3.v1B\016ExecutionProtoP\001Z2github.com/m3grpc/m3grpc/clients/go/gen/m3/v1;m3v1\242\002\003MXX\252\002\005M3.V1\312\002\005M3\\V1\342\002\021M3\\V1\\GPBMetadata\352\002\006M3::V1'
   _globals['_AGENTREPORT_TOKENUSAGEENTRY']._loaded_options = None
   _globals['_AGENTREPORT_TOKENUSAGEENTRY']._serialized_options = b'8\001'
-  _globals['_HUMANINPUT']._serialized_start=3072
-  _globals['_HUMANINPUT']._serialized_end=3160
-  _globals['_OPERATIONKIND']._serialized_start=3163
-  _globals['_OPERATIONKIND']._serialized_end=3291
-  _globals['_EXECUTIONLIFECYCLE']._serialized_start=3294
-  _globals['_EXECUTIONLIFECYCLE']._serialized_end=3493
-  _globals['_EXECUTIONOUTCOME']._serialized_start=3496
-  _globals['_EXECUTIONOUTCOME']._serialized_end=3645
-  _globals['_PERMISSIONPOLICY']._serialized_start=3647
-  _globals['_PERMISSIONPOLICY']._serialized_end=3757
+  _globals['_HUMANINPUT']._serialized_start=3146
+  _globals['_HUMANINPUT']._serialized_end=3234
+  _globals['_OPERATIONKIND']._serialized_start=3237
+  _globals['_OPERATIONKIND']._serialized_end=3365
+  _globals['_EXECUTIONLIFECYCLE']._serialized_start=3368
+  _globals['_EXECUTIONLIFECYCLE']._serialized_end=3567
+  _globals['_EXECUTIONOUTCOME']._serialized_start=3570
+  _globals['_EXECUTIONOUTCOME']._serialized_end=3719
+  _globals['_PERMISSIONPOLICY']._serialized_start=3721
+  _globals['_PERMISSIONPOLICY']._serialized_end=3831
   _globals['_OPERATIONSTEP']._serialized_start=128
-  _globals['_OPERATIONSTEP']._serialized_end=260
-  _globals['_ELICITATIONPLAN']._serialized_start=262
-  _globals['_ELICITATIONPLAN']._serialized_end=325
-  _globals['_ELICITATIONRULE']._serialized_start=328
-  _globals['_ELICITATIONRULE']._serialized_end=845
-  _globals['_ELICITATIONRULE_ACCEPTDEFAULTS']._serialized_start=742
-  _globals['_ELICITATIONRULE_ACCEPTDEFAULTS']._serialized_end=758
-  _globals['_ELICITATIONRULE_DECLINE']._serialized_start=760
-  _globals['_ELICITATIONRULE_DECLINE']._serialized_end=769
-  _globals['_ELICITATIONRULE_CANCEL']._serialized_start=771
-  _globals['_ELICITATIONRULE_CANCEL']._serialized_end=779
-  _globals['_AGENTSPEC']._serialized_start=848
-  _globals['_AGENTSPEC']._serialized_end=1259
-  _globals['_OPERATIONSPEC']._serialized_start=1262
-  _globals['_OPERATIONSPEC']._serialized_end=1453
-  _globals['_EXECUTIONSTATE']._serialized_start=1456
-  _globals['_EXECUTIONSTATE']._serialized_end=1926
-  _globals['_OPERATIONRESULT']._serialized_start=1929
-  _globals['_OPERATIONRESULT']._serialized_end=2261
-  _globals['_EXECUTIONRESULT']._serialized_start=2264
-  _globals['_EXECUTIONRESULT']._serialized_end=2602
-  _globals['_AGENTREPORT']._serialized_start=2605
-  _globals['_AGENTREPORT']._serialized_end=2984
-  _globals['_AGENTREPORT_TOKENUSAGEENTRY']._serialized_start=2923
-  _globals['_AGENTREPORT_TOKENUSAGEENTRY']._serialized_end=2984
-  _globals['_NATIVEPROMPT']._serialized_start=2986
-  _globals['_NATIVEPROMPT']._serialized_end=3070
+  _globals['_OPERATIONSTEP']._serialized_end=334
+  _globals['_ELICITATIONPLAN']._serialized_start=336
+  _globals['_ELICITATIONPLAN']._serialized_end=399
+  _globals['_ELICITATIONRULE']._serialized_start=402
+  _globals['_ELICITATIONRULE']._serialized_end=919
+  _globals['_ELICITATIONRULE_ACCEPTDEFAULTS']._serialized_start=816
+  _globals['_ELICITATIONRULE_ACCEPTDEFAULTS']._serialized_end=832
+  _globals['_ELICITATIONRULE_DECLINE']._serialized_start=834
+  _globals['_ELICITATIONRULE_DECLINE']._serialized_end=843
+  _globals['_ELICITATIONRULE_CANCEL']._serialized_start=845
+  _globals['_ELICITATIONRULE_CANCEL']._serialized_end=853
+  _globals['_AGENTSPEC']._serialized_start=922
+  _globals['_AGENTSPEC']._serialized_end=1333
+  _globals['_OPERATIONSPEC']._serialized_start=1336
+  _globals['_OPERATIONSPEC']._serialized_end=1527
+  _globals['_EXECUTIONSTATE']._serialized_start=1530
+  _globals['_EXECUTIONSTATE']._serialized_end=2000
+  _globals['_OPERATIONRESULT']._serialized_start=2003
+  _globals['_OPERATIONRESULT']._serialized_end=2335
+  _globals['_EXECUTIONRESULT']._serialized_start=2338
+  _globals['_EXECUTIONRESULT']._serialized_end=2676
+  _globals['_AGENTREPORT']._serialized_start=2679
+  _globals['_AGENTREPORT']._serialized_end=3058
+  _globals['_AGENTREPORT_TOKENUSAGEENTRY']._serialized_start=2997
+  _globals['_AGENTREPORT_TOKENUSAGEENTRY']._serialized_end=3058
+  _globals['_NATIVEPROMPT']._serialized_start=3060
+  _globals['_NATIVEPROMPT']._serialized_end=3144
 # @@protoc_insertion_point(module_scope)

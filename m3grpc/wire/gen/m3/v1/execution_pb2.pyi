@@ -66,14 +66,18 @@ PERMISSION_POLICY_DENY: PermissionPolicy
 PERMISSION_POLICY_ALLOW: PermissionPolicy
 
 class OperationStep(_message.Message):
-    __slots__ = ("kind", "name", "arguments")
+    __slots__ = ("kind", "name", "arguments", "task", "task_ttl")
     KIND_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     ARGUMENTS_FIELD_NUMBER: _ClassVar[int]
+    TASK_FIELD_NUMBER: _ClassVar[int]
+    TASK_TTL_FIELD_NUMBER: _ClassVar[int]
     kind: OperationKind
     name: str
     arguments: _struct_pb2.Struct
-    def __init__(self, kind: _Optional[_Union[OperationKind, str]] = ..., name: _Optional[str] = ..., arguments: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
+    task: bool
+    task_ttl: _duration_pb2.Duration
+    def __init__(self, kind: _Optional[_Union[OperationKind, str]] = ..., name: _Optional[str] = ..., arguments: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., task: _Optional[bool] = ..., task_ttl: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
 
 class ElicitationPlan(_message.Message):
     __slots__ = ("rules",)
