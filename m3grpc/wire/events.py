@@ -93,7 +93,7 @@ def round_left_pending_message(
     left = execution_service_pb2.RoundLeftPending(
         round_id=round_id,
         execution_id=execution_id,
-        status=convert.ROUND_STATUS.wire(status or ManagedInputStatus.FAILED.value),
+        status=convert.MANAGED_INPUT_STATUS.wire(status or ManagedInputStatus.FAILED.value),
     )
     return execution_service_pb2.WatchPendingResponse(cursor=cursor, round_left_pending=left)
 

@@ -137,7 +137,7 @@ def elicitation_round_message(
         operation_name=pending.operation_name,
         round_index=record.round_index,
         round_limit=record.round_limit,
-        status=convert.ROUND_STATUS.wire(record.status),
+        status=convert.MANAGED_INPUT_STATUS.wire(record.status),
         delivery_attempts=record.delivery_attempts,
         create_time=convert.timestamp(record.created_at),
         update_time=convert.timestamp(record.updated_at),
@@ -211,7 +211,7 @@ def responses_model(
 def state_message(state: ExecutionState) -> execution_pb2.ExecutionState:
     message = execution_pb2.ExecutionState(
         execution_id=state.execution_id,
-        lifecycle=convert.LIFECYCLE.wire(state.lifecycle),
+        lifecycle=convert.EXECUTION_STATUS.wire(state.lifecycle),
         human_input=convert.HUMAN_INPUT.wire(state.human_input),
         create_time=convert.timestamp(state.created_at),
         update_time=convert.timestamp(state.updated_at),
@@ -229,7 +229,7 @@ def state_model(message: execution_pb2.ExecutionState) -> ExecutionState:
     outcome = convert.OUTCOME.model(message.outcome)
     return ExecutionState(
         execution_id=message.execution_id,
-        lifecycle=ExecutionStatus(convert.LIFECYCLE.model(message.lifecycle) or "queued"),
+        lifecycle=ExecutionStatus(convert.EXECUTION_STATUS.model(message.lifecycle) or "queued"),
         outcome=ExecutionOutcome(outcome) if outcome is not None else None,
         human_input=cast(HumanInput, convert.HUMAN_INPUT.model(message.human_input) or "fail"),
         created_at=convert.from_timestamp(message.create_time),
@@ -333,5 +333,5 @@ def result_model(message: execution_pb2.ExecutionResult) -> ExecutionResult:
 
 
 def round_status_model(number: int) -> ManagedInputStatus | None:
-    value = convert.ROUND_STATUS.model(number)
+    value = convert.MANAGED_INPUT_STATUS.model(number)
     return ManagedInputStatus(value) if value is not None else None
