@@ -6,9 +6,10 @@ import asyncio
 
 from m3grpc.api import guard, tokens
 from m3grpc.api.guard import Context
+from m3grpc.clipping import clip
 from m3grpc.errors import FieldViolation, ManagedInputValidationError
 from m3grpc.runtime import Runtime, redact_responses
-from m3grpc.runtime.limits import MAX_ID_CHARS, clip
+from m3grpc.runtime.limits import MAX_ID_CHARS
 from m3grpc.types import ManagedInputRecord, ManagedInputStatus
 from m3grpc.wire import convert, messages
 from m3grpc.wire.gen.m3.v1 import elicitation_pb2, elicitation_service_pb2_grpc
