@@ -61,7 +61,7 @@ def event_from_message(message: execution_service_pb2.WatchPendingResponse) -> W
         )
     if kind == "round_left_pending":
         left = message.round_left_pending
-        status = messages.round_status_model(left.status)
+        status = messages.managed_input_status_model(left.status)
         return RoundLeftPending(
             cursor=message.cursor,
             round_id=left.round_id,

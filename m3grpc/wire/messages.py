@@ -332,6 +332,6 @@ def result_model(message: execution_pb2.ExecutionResult) -> ExecutionResult:
     )
 
 
-def round_status_model(number: int) -> ManagedInputStatus | None:
+def managed_input_status_model(number: int) -> ManagedInputStatus | None:
     value = convert.MANAGED_INPUT_STATUS.model(number)
     return ManagedInputStatus(value) if value is not None else None
