@@ -82,18 +82,25 @@ def request_model(message: elicitation_pb2.ElicitationRequest) -> ElicitationReq
 # -- rounds -------------------------------------------------------------------------
 
 
+def _round_fields(record: ManagedInputRecord) -> dict[str, Any]:
+    """What both round messages say of a round: its IDs, its operation, its place."""
+    pending = record.pending
+    return {
+        "round_id": pending.round_id,
+        "execution_id": pending.execution_id,
+        "logical_operation_id": pending.logical_operation_id,
+        "server": pending.server,
+        "operation_kind": convert.OPERATION_KIND.wire(pending.operation_kind),
+        "operation_name": pending.operation_name,
+        "round_index": record.round_index,
+        "round_limit": record.round_limit,
+    }
+
+
 def pending_round_message(record: ManagedInputRecord) -> elicitation_pb2.PendingElicitationRound:
     pending = record.pending
     message = elicitation_pb2.PendingElicitationRound(
-        round_id=pending.round_id,
-        execution_id=pending.execution_id,
-        logical_operation_id=pending.logical_operation_id,
-        server=pending.server,
-        operation_kind=convert.OPERATION_KIND.wire(pending.operation_kind),
-        operation_name=pending.operation_name,
-        create_time=convert.timestamp(pending.created_at),
-        round_index=record.round_index,
-        round_limit=record.round_limit,
+        **_round_fields(record), create_time=convert.timestamp(pending.created_at)
     )
     for key, request in pending.requests.items():
         message.requests[key].CopyFrom(request_message(request))
@@ -129,14 +136,7 @@ def elicitation_round_message(
     never content values), no lease token, no request_state. Server side only."""
     pending = record.pending
     message = elicitation_pb2.ElicitationRound(
-        round_id=pending.round_id,
-        execution_id=pending.execution_id,
-        logical_operation_id=pending.logical_operation_id,
-        server=pending.server,
-        operation_kind=convert.OPERATION_KIND.wire(pending.operation_kind),
-        operation_name=pending.operation_name,
-        round_index=record.round_index,
-        round_limit=record.round_limit,
+        **_round_fields(record),
         status=convert.MANAGED_INPUT_STATUS.wire(record.status),
         delivery_attempts=record.delivery_attempts,
         create_time=convert.timestamp(record.created_at),
