@@ -12,10 +12,8 @@ Each test gets a fresh database on the server named by M3_TEST_POSTGRES_URL
 
 from __future__ import annotations
 
-import os
 import re
 import time
-import uuid
 from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -24,7 +22,6 @@ from typing import Any
 
 import grpc
 import pytest
-import sqlalchemy as sa
 from google.rpc import error_details_pb2
 
 from m3grpc.wire.gen.m3.v1 import (
@@ -33,6 +30,7 @@ from m3grpc.wire.gen.m3.v1 import (
     execution_pb2,
     execution_service_pb2,
 )
+from tests.storage.conftest import POSTGRES_URL, postgres_database
 
 from .conftest import (
     ADDRESS,
@@ -44,8 +42,6 @@ from .conftest import (
     write_config,
 )
 from .test_watch import Key, Watcher
-
-POSTGRES_URL = os.environ.get("M3_TEST_POSTGRES_URL")
 
 pytestmark = [
     pytest.mark.postgres,
@@ -66,17 +62,7 @@ COMPLAINT = re.compile(r"\S+ \S+ (WARNING|ERROR|CRITICAL) m3grpc\.|Traceback")
 @pytest.fixture
 def database() -> Iterator[str]:
     """The URL of a fresh, empty PostgreSQL database, dropped afterwards."""
-    assert POSTGRES_URL is not None
-    name = f"m3_test_{uuid.uuid4().hex[:12]}"
-    admin = sa.create_engine(POSTGRES_URL, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
-    try:
-        yield sa.make_url(POSTGRES_URL).set(database=name).render_as_string(hide_password=False)
-    finally:
-        with admin.connect() as conn:
-            conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
+    yield from postgres_database()
 
 
 class Replicas:
