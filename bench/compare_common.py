@@ -12,6 +12,7 @@ no library chatter can corrupt the protocol.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -19,7 +20,7 @@ import sqlite3
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import IO, Any
 
 # What every system is asked, and what it answers.
@@ -194,6 +195,64 @@ class Protocol:
             except Exception as exc:  # reported to the orchestrator, which records it
                 reply = {"error": f"{type(exc).__name__}: {exc}"}
             self.send(reply)
+
+
+class Tally:
+    """What a measurement records until its deadline: each round's two durations
+    (answer sent -> resumed, answer sent -> result), failures, wall and CPU seconds.
+    Safe to record into from threads."""
+
+    def __init__(self, timeout: float) -> None:
+        self.deadline = time.monotonic() + timeout
+        self.resume: list[float] = []
+        self.result: list[float] = []
+        self.failures: list[str] = []
+        self.wall = 0.0
+        self.cpu = 0.0
+        self._lock = threading.Lock()
+
+    def left(self, floor: float = 0.0) -> float:
+        """Seconds to the deadline (at least `floor`)."""
+        return max(self.deadline - time.monotonic(), floor)
+
+    def answered(self, durations: tuple[float, float]) -> None:
+        with self._lock:
+            self.resume.append(durations[0])
+            self.result.append(durations[1])
+
+    def failed(self, exc: BaseException, step: str | None = None) -> None:
+        text = f"{type(exc).__name__}: {exc}"
+        with self._lock:
+            self.failures.append(f"{step}: {text}" if step else text)
+
+    def batches(self, count: int) -> Iterator[int]:
+        """Up to `count` batches, fewer (noted as a failure) when the deadline passes."""
+        for index in range(count):
+            if time.monotonic() >= self.deadline:
+                self.failures.append("the phase ran out of time")
+                return
+            yield index
+
+    @contextlib.contextmanager
+    def measured(self, *, wall: bool = True) -> Iterator[None]:
+        """Add the block's CPU seconds (and, unless `wall` is False, its wall seconds)."""
+        cpu, start = own_cpu_seconds(), time.monotonic()
+        try:
+            yield
+        finally:
+            self.cpu += own_cpu_seconds() - cpu
+            if wall:
+                self.wall += time.monotonic() - start
+
+    def reply(self) -> dict[str, Any]:
+        return batch_reply(
+            rounds=len(self.result),
+            wall=self.wall,
+            cpu=self.cpu,
+            resume=self.resume,
+            result=self.result,
+            failures=self.failures,
+        )
 
 
 def batch_reply(

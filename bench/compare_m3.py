@@ -47,8 +47,7 @@ from compare_common import (
     REQUEST_KEY,
     PragmaProbe,
     Protocol,
-    batch_reply,
-    own_cpu_seconds,
+    Tally,
     resumed_ns_in,
 )
 
@@ -99,12 +98,19 @@ class Pauses:
 class System:
     """One way of running M3 (embedded or over gRPC) for one protocol generation."""
 
-    def __init__(self, generation: str) -> None:
+    def __init__(self, generation: str, kit: Any, server: Any, tool: str) -> None:
         self.generation = generation
         self.pauses = Pauses()
+        self.kit = kit
+        self.agent = kit.agents([{"harness": "scripted", "models": []}])[0]
+        self.server = server  # a binding (embedded) or a binding's name (gRPC)
+        self.tool = tool
 
     async def submit(self) -> Handle:
-        raise NotImplementedError
+        handle: Handle = await self.agent.submit(
+            PROMPT, server=self.server, tools=[self.tool], human_input="managed"
+        )
+        return handle
 
     async def follow(self) -> None:
         raise NotImplementedError
@@ -117,19 +123,10 @@ class Embedded(System):
     def __init__(self, args: argparse.Namespace, kit: Any) -> None:
         from m3grpc import HttpServer
 
-        super().__init__(args.generation)
-        self.kit = kit
-        self.agent = kit.agents([{"harness": "scripted", "models": []}])[0]
-        self.binding = HttpServer(
+        binding = HttpServer(
             name="bench", url=args.mcp_url, protocol=BINDING_PROTOCOL[args.generation]
         )
-        self.tool = f"bench:{TOOLS[args.generation]}"
-
-    async def submit(self) -> Handle:
-        handle: Handle = await self.agent.submit(
-            PROMPT, server=self.binding, tools=[self.tool], human_input="managed"
-        )
-        return handle
+        super().__init__(args.generation, kit, binding, f"bench:{TOOLS[args.generation]}")
 
     async def follow(self) -> None:
         runtime = self.kit.runtime
@@ -148,17 +145,9 @@ class Embedded(System):
 
 class Remote(System):
     def __init__(self, args: argparse.Namespace, kit: Any) -> None:
-        super().__init__(args.generation)
-        self.kit = kit
-        self.agent = kit.agents([{"harness": "scripted", "models": []}])[0]
-        self.server = args.generation  # the binding names of the service's config
-        self.tool = f"{args.generation}:{TOOLS[args.generation]}"
-
-    async def submit(self) -> Handle:
-        handle: Handle = await self.agent.submit(
-            PROMPT, server=self.server, tools=[self.tool], human_input="managed"
-        )
-        return handle
+        # The service's config names its bindings after the generations.
+        generation = args.generation
+        super().__init__(generation, kit, generation, f"{generation}:{TOOLS[generation]}")
 
     async def follow(self) -> None:
         from m3grpc.client import RoundPending
@@ -227,43 +216,33 @@ async def cancel_quietly(handles: list[Handle]) -> None:
 async def closed_loop(
     system: System, rounds: int, in_flight: int, timeout: float
 ) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    resume: list[float] = []
-    result: list[float] = []
-    failures: list[str] = []
+    tally = Tally(timeout)
     started: list[Handle] = []
     finished: set[str] = set()
     issued = 0
 
     async def driver() -> None:
         nonlocal issued
-        while issued < rounds and time.monotonic() < deadline:
+        while issued < rounds and tally.left() > 0:
             issued += 1
             try:
                 with step("submit"):
                     handle = await system.submit()
                 started.append(handle)
                 with step("pause"):
-                    round_id = await until_paused(system, handle, deadline)
-                r1, r2 = await answer(handle, round_id, deadline)
+                    round_id = await until_paused(system, handle, tally.deadline)
+                tally.answered(await answer(handle, round_id, tally.deadline))
                 finished.add(handle.execution_id)
-                resume.append(r1)
-                result.append(r2)
             except Exception as exc:  # recorded, the loop goes on until the deadline
-                failures.append(f"{type(exc).__name__}: {exc}")
+                tally.failed(exc)
 
-    cpu = own_cpu_seconds()
-    start = time.monotonic()
-    tasks = [asyncio.create_task(driver()) for _ in range(in_flight)]
-    await asyncio.wait(tasks, timeout=max(deadline - time.monotonic(), 0) + 5)
-    wall = time.monotonic() - start
-    cpu = own_cpu_seconds() - cpu
+    with tally.measured():
+        tasks = [asyncio.create_task(driver()) for _ in range(in_flight)]
+        await asyncio.wait(tasks, timeout=tally.left() + 5)
     for task in tasks:
         task.cancel()
     await cancel_quietly([h for h in started if h.execution_id not in finished])
-    return batch_reply(
-        rounds=len(result), wall=wall, cpu=cpu, resume=resume, result=result, failures=failures
-    )
+    return tally.reply()
 
 
 async def pause_many(
@@ -290,14 +269,7 @@ async def pause_many(
 
 
 async def answer_one(
-    handle: Handle,
-    round_id: str,
-    deadline: float,
-    first: list[float],
-    answered: set[str],
-    resume: list[float],
-    result: list[float],
-    failures: list[str],
+    handle: Handle, round_id: str, tally: Tally, first: list[float], answered: set[str]
 ) -> None:
     """One answer of a batch; `first` gets the time the batch's first answer left."""
 
@@ -306,45 +278,28 @@ async def answer_one(
             first.append(time.monotonic())
 
     try:
-        r1, r2 = await answer(handle, round_id, deadline, before=mark)
+        tally.answered(await answer(handle, round_id, tally.deadline, before=mark))
         answered.add(handle.execution_id)
-        resume.append(r1)
-        result.append(r2)
     except Exception as exc:
-        failures.append(f"answer: {type(exc).__name__}: {exc}")
+        tally.failed(exc, "answer")
 
 
 async def answer_phase(
     system: System, in_flight: int, batches: int, timeout: float
 ) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    resume: list[float] = []
-    result: list[float] = []
-    failures: list[str] = []
-    wall = 0.0
-    cpu = 0.0
-    for _ in range(batches):
-        if time.monotonic() >= deadline:
-            failures.append("the phase ran out of time")
-            break
-        paused, started, problems = await pause_many(system, in_flight, deadline)
-        failures += problems
+    tally = Tally(timeout)
+    for _ in tally.batches(batches):
+        paused, started, problems = await pause_many(system, in_flight, tally.deadline)
+        tally.failures += problems
         answered: set[str] = set()
         first: list[float] = []
-        cpu_before = own_cpu_seconds()
-        await asyncio.gather(
-            *(
-                answer_one(h, r, deadline, first, answered, resume, result, failures)
-                for h, r in paused
-            )
-        )
+        # Wall time runs from the batch's first answer, not from the pauses.
+        with tally.measured(wall=False):
+            await asyncio.gather(*(answer_one(h, r, tally, first, answered) for h, r in paused))
         if first:
-            wall += time.monotonic() - first[0]
-        cpu += own_cpu_seconds() - cpu_before
+            tally.wall += time.monotonic() - first[0]
         await cancel_quietly([h for h in started if h.execution_id not in answered])
-    return batch_reply(
-        rounds=len(result), wall=wall, cpu=cpu, resume=resume, result=result, failures=failures
-    )
+    return tally.reply()
 
 
 # -- scale mode (grpc) -------------------------------------------------------------------
@@ -385,32 +340,18 @@ class Scale:
         return {"latencies": latencies, "failures": failures[:20]}
 
     async def answer_all(self, timeout: float) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout
-        failures: list[str] = []
+        tally = Tally(timeout)
         answered: set[str] = set()
-        resume: list[float] = []
-        result: list[float] = []
-
-        async def one(handle: Handle, round_id: str) -> None:
-            try:
-                r1, r2 = await answer(handle, round_id, deadline)
-                answered.add(handle.execution_id)
-                resume.append(r1)
-                result.append(r2)
-            except Exception as exc:
-                failures.append(f"{type(exc).__name__}: {exc}")
-
-        start = time.monotonic()
-        await asyncio.gather(*(one(h, r) for h, r in self.paused))
-        seconds = time.monotonic() - start
+        with tally.measured():
+            await asyncio.gather(*(answer_one(h, r, tally, [], answered) for h, r in self.paused))
         await cancel_quietly([h for h in self.started if h.execution_id not in answered])
         return {
             "answered": len(answered),
-            "seconds": seconds,
-            "resume": resume,
-            "result": result,
-            "failures": failures[:20],
-            "failure_count": len(failures),
+            "seconds": tally.wall,
+            "resume": tally.resume,
+            "result": tally.result,
+            "failures": tally.failures[:20],
+            "failure_count": len(tally.failures),
         }
 
 

@@ -46,9 +46,8 @@ from compare_common import (
     REQUEST_KEY,
     PragmaProbe,
     Protocol,
+    Tally,
     after_pause,
-    batch_reply,
-    own_cpu_seconds,
     read_pragmas,
 )
 
@@ -201,61 +200,41 @@ def timed_answer(peer: Peer, paused: Any) -> tuple[float, float]:
 
 
 def closed_loop(peer: Peer, rounds: int, in_flight: int, timeout: float) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
+    tally = Tally(timeout)
     lock = threading.Lock()
-    resume: list[float] = []
-    result: list[float] = []
-    failures: list[str] = []
     issued = [0]
 
     def driver() -> None:
-        while time.monotonic() < deadline:
+        while tally.left() > 0:
             with lock:
                 if issued[0] >= rounds:
                     return
                 issued[0] += 1
             try:
-                r1, r2 = timed_answer(peer, peer.start())
-                with lock:
-                    resume.append(r1)
-                    result.append(r2)
+                tally.answered(timed_answer(peer, peer.start()))
             except Exception as exc:  # recorded; the loop goes on until the deadline
-                with lock:
-                    failures.append(f"{type(exc).__name__}: {exc}")
+                tally.failed(exc)
 
-    cpu = own_cpu_seconds()
-    start = time.monotonic()
-    threads = [threading.Thread(target=driver, daemon=True) for _ in range(in_flight)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=max(deadline - time.monotonic(), 0) + 10)
-    wall = time.monotonic() - start
-    cpu = own_cpu_seconds() - cpu
-    return batch_reply(
-        rounds=len(result), wall=wall, cpu=cpu, resume=resume, result=result, failures=failures
-    )
+    with tally.measured():
+        threads = [threading.Thread(target=driver, daemon=True) for _ in range(in_flight)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=tally.left() + 10)
+    return tally.reply()
 
 
 def answer_phase(peer: Peer, in_flight: int, batches: int, timeout: float) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    resume: list[float] = []
-    result: list[float] = []
-    failures: list[str] = []
-    wall = 0.0
-    cpu = 0.0
+    tally = Tally(timeout)
     with ThreadPoolExecutor(max_workers=in_flight) as pool:
-        for _ in range(batches):
-            if time.monotonic() >= deadline:
-                failures.append("the phase ran out of time")
-                break
+        for _ in tally.batches(batches):
             starts = [pool.submit(peer.start) for _ in range(in_flight)]
             paused = []
             for future in starts:
                 try:
-                    paused.append(future.result(timeout=max(deadline - time.monotonic(), 0.1)))
+                    paused.append(future.result(timeout=tally.left(0.1)))
                 except Exception as exc:
-                    failures.append(f"pause: {type(exc).__name__}: {exc}")
+                    tally.failed(exc, "pause")
             barrier = threading.Barrier(len(paused)) if paused else None
 
             def one(
@@ -265,21 +244,14 @@ def answer_phase(peer: Peer, in_flight: int, batches: int, timeout: float) -> di
                     barrier.wait(timeout=60)  # every answer leaves together
                 return timed_answer(peer, round_)
 
-            cpu_before = own_cpu_seconds()
-            start = time.monotonic()
-            answers = [pool.submit(one, p) for p in paused]
-            for future in answers:
-                try:
-                    r1, r2 = future.result(timeout=max(deadline - time.monotonic(), 0.1))
-                    resume.append(r1)
-                    result.append(r2)
-                except Exception as exc:
-                    failures.append(f"answer: {type(exc).__name__}: {exc}")
-            wall += time.monotonic() - start
-            cpu += own_cpu_seconds() - cpu_before
-    return batch_reply(
-        rounds=len(result), wall=wall, cpu=cpu, resume=resume, result=result, failures=failures
-    )
+            with tally.measured():
+                answers = [pool.submit(one, p) for p in paused]
+                for future in answers:
+                    try:
+                        tally.answered(future.result(timeout=tally.left(0.1)))
+                    except Exception as exc:
+                        tally.failed(exc, "answer")
+    return tally.reply()
 
 
 def main() -> int:

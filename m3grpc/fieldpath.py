@@ -108,11 +108,3 @@ def _bracket(path: str, start: int) -> tuple[Segment, int]:
     if inner.isdigit() and inner.isascii():
         return Index(int(inner)), end + 1
     return Key(inner), end + 1
-
-
-def clip(text: str, limit: int) -> str:
-    """`text` cut to at most `limit` bytes of UTF-8, marked with `…` when cut."""
-    if len(text.encode()) <= limit:
-        return text
-    cut = text.encode()[: max(limit - 3, 0)].decode(errors="ignore")
-    return cut + "…"

@@ -175,7 +175,12 @@ class ExecutionResult(_Model):
 
 
 class ManagedInputLease(_Model):
-    """The compare-and-set worker lease on a round."""
+    """The compare-and-set worker lease (the documented name of the one worker lease).
+
+    A worker claims an execution under it and holds every round of that
+    execution under the same owner and token, so one heartbeat renews them all;
+    there is no separate execution lease.
+    """
 
     owner_id: str = Field(min_length=1)
     lease_token: str = Field(min_length=1)
@@ -198,6 +203,8 @@ class ManagedInputStatus(enum.StrEnum):
 class ManagedInputRecord(_Model):
     """The store's full record of a round, including worker coordination state."""
 
+    # The round as it was asked. `pending` is the documented name; it stays set
+    # whatever `status` says (a resolved or failed round keeps its requests).
     pending: PendingElicitationRound
     round_index: int = Field(ge=0)
     round_limit: int = Field(ge=1)

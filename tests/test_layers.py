@@ -20,6 +20,7 @@ MODELS = {
     "form_schema",
     "plan",
     "submit_options",
+    "clipping",
 }
 TOP_LEVEL = {"kit": "kit", "demo": "demo", "cli": "cli", "__main__": "cli"}
 

@@ -6,9 +6,10 @@ import asyncio
 
 from m3grpc.api import guard, tokens
 from m3grpc.api.guard import Context
+from m3grpc.clipping import clip
 from m3grpc.errors import FieldViolation, ManagedInputValidationError
 from m3grpc.runtime import Runtime, redact_responses
-from m3grpc.runtime.limits import MAX_ID_CHARS, clip
+from m3grpc.runtime.limits import MAX_ID_CHARS
 from m3grpc.types import ManagedInputRecord, ManagedInputStatus
 from m3grpc.wire import convert, messages
 from m3grpc.wire.gen.m3.v1 import elicitation_pb2, elicitation_service_pb2_grpc
@@ -60,7 +61,7 @@ class ElicitationService(elicitation_service_pb2_grpc.ElicitationServiceServicer
             raise
         return pb.RespondResponse(
             round_id=submission.round_id,
-            status=convert.ROUND_STATUS.wire(submission.status),
+            status=convert.MANAGED_INPUT_STATUS.wire(submission.status),
             replayed=submission.replayed,
         )
 
@@ -78,8 +79,8 @@ class ElicitationService(elicitation_service_pb2_grpc.ElicitationServiceServicer
         size = min(request.page_size or DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE)
         statuses: list[ManagedInputStatus] = []
         for index, number in enumerate(request.statuses):
-            value = convert.ROUND_STATUS.model(number)
-            if number == elicitation_pb2.ROUND_STATUS_UNSPECIFIED:
+            value = convert.MANAGED_INPUT_STATUS.model(number)
+            if number == elicitation_pb2.MANAGED_INPUT_STATUS_UNSPECIFIED:
                 raise _invalid(f"statuses[{index}]", "must be set")
             if value is None:
                 raise _invalid(f"statuses[{index}]", f"unknown enum value {number}")

@@ -11,6 +11,7 @@ from grpc_status import rpc_status
 from m3grpc.api import guard
 from m3grpc.api.guard import Context
 from m3grpc.api.watch import PendingWatch, ServiceShuttingDown
+from m3grpc.clipping import clip
 from m3grpc.errors import (
     FieldViolation,
     ModelValidationError,
@@ -18,7 +19,7 @@ from m3grpc.errors import (
     ServerBindingNotFoundError,
 )
 from m3grpc.runtime import Runtime
-from m3grpc.runtime.limits import MAX_ID_CHARS, clip
+from m3grpc.runtime.limits import MAX_ID_CHARS
 from m3grpc.servers import ServerBinding
 from m3grpc.types import HumanInput
 from m3grpc.wire import convert, messages, spec_codec

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from google.protobuf import descriptor, message, struct_pb2
 
 from m3grpc import fieldpath
+from m3grpc.clipping import clip
 from m3grpc.errors import FieldViolation
 from m3grpc.fieldpath import Index, Key, Name, Segment
 
@@ -37,7 +38,7 @@ _RENAMES: dict[tuple[str, str], str] = {
     ("m3.v1.SubmitRequest", "store"): "human_input",
 }
 
-# A map key or JSON name longer than this is cut (marked with `…`).
+# A map key or JSON name longer than this is cut (marked `...(N chars)`).
 _MAX_SEGMENT_BYTES = 64
 
 _JSON_TYPES = frozenset(
@@ -74,7 +75,7 @@ def request_path(request: descriptor.Descriptor, path: str, roots: Sequence[str]
     best = max(candidates, key=lambda walk: (walk.consumed, len(walk.segments)))
     if best.segments:
         return _join(best.segments)
-    return roots[0] if roots else fieldpath.clip(path, _MAX_SEGMENT_BYTES)
+    return roots[0] if roots else clip(path, _MAX_SEGMENT_BYTES, unit="bytes")
 
 
 def _join(segments: Sequence[Segment]) -> str:
@@ -82,7 +83,7 @@ def _join(segments: Sequence[Segment]) -> str:
     short: list[Segment] = []
     for segment in segments:
         if isinstance(segment, Key | Name) and len(segment.value.encode()) > _MAX_SEGMENT_BYTES:
-            segment = Key(fieldpath.clip(segment.value, _MAX_SEGMENT_BYTES))
+            segment = Key(clip(segment.value, _MAX_SEGMENT_BYTES, unit="bytes"))
         short.append(segment)
     return fieldpath.join(short)
 

@@ -9,13 +9,14 @@ async with AsyncRemoteMCPTestKit("127.0.0.1:50051") as kit:
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any, TypeVar
 
 import grpc
 
-from m3grpc.client.sync import CHANNEL_OPTIONS, respond_outcome
+from m3grpc.client import calls
+from m3grpc.client.calls import CHANNEL_OPTIONS, Call, Stubs
 from m3grpc.specs import AgentSpec, ElicitationPlan, OperationSpec, PermissionPolicy, ScriptStep
 from m3grpc.submit_options import RespondOutcome, SubmitOptions
 from m3grpc.types import (
@@ -25,18 +26,13 @@ from m3grpc.types import (
     HumanInput,
     PendingElicitationRound,
 )
-from m3grpc.wire import messages, requests
+from m3grpc.wire import requests
 from m3grpc.wire.events import WatchEvent, event_from_message
-from m3grpc.wire.gen.m3.v1 import (
-    elicitation_service_pb2,
-    elicitation_service_pb2_grpc,
-    execution_service_pb2,
-    execution_service_pb2_grpc,
-)
+from m3grpc.wire.gen.m3.v1 import execution_service_pb2
 from m3grpc.wire.requests import ServerRef
 from m3grpc.wire.status import typed_error
 
-T = TypeVar("T")
+R = TypeVar("R")
 
 
 class AsyncRemoteMCPTestKit:
@@ -44,9 +40,7 @@ class AsyncRemoteMCPTestKit:
 
     def __init__(self, target: str, *, timeout: float | None = 30.0) -> None:
         self._channel = grpc.aio.insecure_channel(target, options=CHANNEL_OPTIONS)
-        # The generated stubs carry no annotations.
-        self._executions = execution_service_pb2_grpc.ExecutionServiceStub(self._channel)  # type: ignore[no-untyped-call]
-        self._elicitation = elicitation_service_pb2_grpc.ElicitationServiceStub(self._channel)  # type: ignore[no-untyped-call]
+        self._stubs = Stubs.on(self._channel)
         self.timeout = timeout
 
     async def __aenter__(self) -> AsyncRemoteMCPTestKit:
@@ -64,12 +58,7 @@ class AsyncRemoteMCPTestKit:
         await self._channel.close()
 
     def agents(self, configs: Sequence[Mapping[str, Any]]) -> list[AsyncRemoteAgent]:
-        return [
-            AsyncRemoteAgent(
-                self, config.get("harness", "scripted"), tuple(config.get("models", ()))
-            )
-            for config in configs
-        ]
+        return [AsyncRemoteAgent(self, *config) for config in calls.agent_configs(configs)]
 
     async def submit(
         self,
@@ -88,11 +77,7 @@ class AsyncRemoteMCPTestKit:
         idempotency_key: str,
     ) -> RespondOutcome:
         """Respond to a round by ID; tells the round's status and whether it was a replay."""
-        response = await self._call(
-            self._elicitation.Respond,
-            requests.respond_request(round_id, responses, idempotency_key),
-        )
-        return respond_outcome(response)
+        return await self._run(calls.respond(round_id, responses, idempotency_key))
 
     def handle(self, execution_id: str) -> AsyncRemoteExecutionHandle:
         return AsyncRemoteExecutionHandle(self, execution_id)
@@ -100,10 +85,7 @@ class AsyncRemoteMCPTestKit:
     async def watch_pending(
         self, *, execution_id: str | None = None, cursor: str | None = None
     ) -> AsyncIterator[WatchEvent]:
-        request = execution_service_pb2.WatchPendingRequest(
-            execution_id=execution_id or "", cursor=cursor or ""
-        )
-        call = self._executions.WatchPending(request)
+        call = self._stubs.executions.WatchPending(calls.watch_request(execution_id, cursor))
         try:
             async for message in call:
                 event = event_from_message(message)
@@ -117,19 +99,15 @@ class AsyncRemoteMCPTestKit:
     async def _submit(
         self, request: execution_service_pb2.SubmitRequest
     ) -> AsyncRemoteExecutionHandle:
-        response = await self._call(self._executions.Submit, request)
-        return AsyncRemoteExecutionHandle(self, response.execution_id)
+        return AsyncRemoteExecutionHandle(self, await self._run(calls.submit(request)))
 
-    async def _call(self, method: Callable[..., Awaitable[T]], request: Any) -> T:
-        return await self._call_until(method, request, self.timeout)
-
-    async def _call_until(
-        self, method: Callable[..., Awaitable[T]], request: Any, deadline: float | None
-    ) -> T:
+    async def _run(self, call: Call[R]) -> R:
+        deadline = self.timeout if call.deadline == calls.KIT_TIMEOUT else call.deadline
         try:
-            return await method(request, timeout=deadline)
+            reply = await call.method(self._stubs)(call.request, timeout=deadline)
         except grpc.RpcError as error:
             raise typed_error(error) from error
+        return call.read(reply)
 
 
 class AsyncRemoteAgent:
@@ -165,13 +143,7 @@ class AsyncRemoteExecutionHandle:
         self.execution_id = execution_id
 
     async def pending_elicitation(self) -> PendingElicitationRound | None:
-        response = await self._kit._call(
-            self._kit._elicitation.GetPending,
-            elicitation_service_pb2.GetPendingRequest(execution_id=self.execution_id),
-        )
-        if not response.HasField("round"):
-            return None
-        return messages.pending_round_model(response.round)
+        return await self._kit._run(calls.pending(self.execution_id))
 
     async def respond_elicitation(
         self,
@@ -183,22 +155,13 @@ class AsyncRemoteExecutionHandle:
         return await self._kit.respond(round_id, responses, idempotency_key=idempotency_key)
 
     async def snapshot(self) -> ExecutionState:
-        response = await self._kit._call(
-            self._kit._executions.Snapshot,
-            execution_service_pb2.SnapshotRequest(execution_id=self.execution_id),
-        )
-        return messages.state_model(response.state)
+        return await self._kit._run(calls.snapshot(self.execution_id))
 
     async def result(self, timeout: float | None = None) -> ExecutionResult:
-        request, deadline = requests.result_request(self.execution_id, timeout)
-        response = await self._kit._call_until(self._kit._executions.Result, request, deadline)
-        return messages.result_model(response.result)
+        return await self._kit._run(calls.result(self.execution_id, timeout))
 
     async def cancel(self) -> None:
-        await self._kit._call(
-            self._kit._executions.Cancel,
-            execution_service_pb2.CancelRequest(execution_id=self.execution_id),
-        )
+        await self._kit._run(calls.cancel(self.execution_id))
 
     def watch_pending(self, cursor: str | None = None) -> AsyncIterator[WatchEvent]:
         return self._kit.watch_pending(execution_id=self.execution_id, cursor=cursor)

@@ -12,12 +12,14 @@ Failed calls raise the same typed errors as the embedded API (m3grpc.errors).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any, TypeVar
 
 import grpc
 
+from m3grpc.client import calls
+from m3grpc.client.calls import CHANNEL_OPTIONS, Call, Stubs
 from m3grpc.specs import AgentSpec, ElicitationPlan, OperationSpec, PermissionPolicy, ScriptStep
 from m3grpc.submit_options import RespondOutcome, SubmitOptions
 from m3grpc.types import (
@@ -27,24 +29,13 @@ from m3grpc.types import (
     HumanInput,
     PendingElicitationRound,
 )
-from m3grpc.wire import messages, requests
+from m3grpc.wire import requests
 from m3grpc.wire.events import WatchEvent, event_from_message
-from m3grpc.wire.gen.m3.v1 import (
-    elicitation_service_pb2,
-    elicitation_service_pb2_grpc,
-    execution_service_pb2,
-    execution_service_pb2_grpc,
-)
+from m3grpc.wire.gen.m3.v1 import execution_service_pb2
 from m3grpc.wire.requests import ServerRef
 from m3grpc.wire.status import typed_error
 
-T = TypeVar("T")
-
-CHANNEL_OPTIONS = [
-    # Keep idle WatchPending streams alive through proxies (the server allows 10 s).
-    ("grpc.keepalive_time_ms", 30_000),
-    ("grpc.keepalive_permit_without_calls", 1),
-]
+R = TypeVar("R")
 
 
 class RemoteMCPTestKit:
@@ -56,9 +47,7 @@ class RemoteMCPTestKit:
 
     def __init__(self, target: str, *, timeout: float | None = 30.0) -> None:
         self._channel = grpc.insecure_channel(target, options=CHANNEL_OPTIONS)
-        # The generated stubs carry no annotations.
-        self._executions = execution_service_pb2_grpc.ExecutionServiceStub(self._channel)  # type: ignore[no-untyped-call]
-        self._elicitation = elicitation_service_pb2_grpc.ElicitationServiceStub(self._channel)  # type: ignore[no-untyped-call]
+        self._stubs = Stubs.on(self._channel)
         self.timeout = timeout
 
     def __enter__(self) -> RemoteMCPTestKit:
@@ -78,10 +67,7 @@ class RemoteMCPTestKit:
     # -- executions ----------------------------------------------------------------------
 
     def agents(self, configs: Sequence[Mapping[str, Any]]) -> list[RemoteAgent]:
-        return [
-            RemoteAgent(self, config.get("harness", "scripted"), tuple(config.get("models", ())))
-            for config in configs
-        ]
+        return [RemoteAgent(self, *config) for config in calls.agent_configs(configs)]
 
     def submit(
         self,
@@ -100,11 +86,7 @@ class RemoteMCPTestKit:
         idempotency_key: str,
     ) -> RespondOutcome:
         """Respond to a round by ID; tells the round's status and whether it was a replay."""
-        response = self._call(
-            self._elicitation.Respond,
-            requests.respond_request(round_id, responses, idempotency_key),
-        )
-        return respond_outcome(response)
+        return self._run(calls.respond(round_id, responses, idempotency_key))
 
     def handle(self, execution_id: str) -> RemoteExecutionHandle:
         """A handle on an existing execution (e.g. one submitted by another process)."""
@@ -114,10 +96,7 @@ class RemoteMCPTestKit:
         self, *, execution_id: str | None = None, cursor: str | None = None
     ) -> Iterator[WatchEvent]:
         """Pending rounds now, then live events; resume with an event's `cursor`."""
-        request = execution_service_pb2.WatchPendingRequest(
-            execution_id=execution_id or "", cursor=cursor or ""
-        )
-        call = self._executions.WatchPending(request)
+        call = self._stubs.executions.WatchPending(calls.watch_request(execution_id, cursor))
         try:
             for message in call:
                 event = event_from_message(message)
@@ -129,25 +108,15 @@ class RemoteMCPTestKit:
             call.cancel()  # the consumer stopped early: end the stream
 
     def _submit(self, request: execution_service_pb2.SubmitRequest) -> RemoteExecutionHandle:
-        response = self._call(self._executions.Submit, request)
-        return RemoteExecutionHandle(self, response.execution_id)
+        return RemoteExecutionHandle(self, self._run(calls.submit(request)))
 
-    def _call(self, method: Callable[..., T], request: Any) -> T:
-        return self._call_until(method, request, self.timeout)
-
-    def _call_until(self, method: Callable[..., T], request: Any, deadline: float | None) -> T:
+    def _run(self, call: Call[R]) -> R:
+        deadline = self.timeout if call.deadline == calls.KIT_TIMEOUT else call.deadline
         try:
-            return method(request, timeout=deadline)
+            reply = call.method(self._stubs)(call.request, timeout=deadline)
         except grpc.RpcError as error:
             raise typed_error(error) from error
-
-
-def respond_outcome(response: elicitation_service_pb2.RespondResponse) -> RespondOutcome:
-    return RespondOutcome(
-        round_id=response.round_id,
-        status=messages.round_status_model(response.status),
-        replayed=response.replayed,
-    )
+        return call.read(reply)
 
 
 class RemoteAgent:
@@ -187,13 +156,7 @@ class RemoteExecutionHandle:
         self.execution_id = execution_id
 
     def pending_elicitation(self) -> PendingElicitationRound | None:
-        response = self._kit._call(
-            self._kit._elicitation.GetPending,
-            elicitation_service_pb2.GetPendingRequest(execution_id=self.execution_id),
-        )
-        if not response.HasField("round"):
-            return None
-        return messages.pending_round_model(response.round)
+        return self._kit._run(calls.pending(self.execution_id))
 
     def respond_elicitation(
         self,
@@ -205,22 +168,13 @@ class RemoteExecutionHandle:
         return self._kit.respond(round_id, responses, idempotency_key=idempotency_key)
 
     def snapshot(self) -> ExecutionState:
-        response = self._kit._call(
-            self._kit._executions.Snapshot,
-            execution_service_pb2.SnapshotRequest(execution_id=self.execution_id),
-        )
-        return messages.state_model(response.state)
+        return self._kit._run(calls.snapshot(self.execution_id))
 
     def result(self, timeout: float | None = None) -> ExecutionResult:
-        request, deadline = requests.result_request(self.execution_id, timeout)
-        response = self._kit._call_until(self._kit._executions.Result, request, deadline)
-        return messages.result_model(response.result)
+        return self._kit._run(calls.result(self.execution_id, timeout))
 
     def cancel(self) -> None:
-        self._kit._call(
-            self._kit._executions.Cancel,
-            execution_service_pb2.CancelRequest(execution_id=self.execution_id),
-        )
+        self._kit._run(calls.cancel(self.execution_id))
 
     def watch_pending(self, cursor: str | None = None) -> Iterator[WatchEvent]:
         """This execution's events; the iterator ends after it finishes."""

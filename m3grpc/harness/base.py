@@ -88,6 +88,31 @@ class OperationRef:
     operation_name: str
     arguments: Mapping[str, Any]
 
+    def result(
+        self,
+        *,
+        ok: bool,
+        result: Mapping[str, Any] | None = None,
+        failure_code: str | None = None,
+        failure_message: str | None = None,
+    ) -> OperationResult:
+        """What this operation returned, under its identity."""
+        return OperationResult(
+            logical_operation_id=self.logical_operation_id,
+            server=self.server,
+            operation_kind=self.operation_kind,
+            operation_name=self.operation_name,
+            ok=ok,
+            result=result,
+            failure_code=failure_code,
+            failure_message=failure_message,
+        )
+
+    def failed(
+        self, code: str, message: str, *, result: Mapping[str, Any] | None = None
+    ) -> OperationResult:
+        return self.result(ok=False, result=result, failure_code=code, failure_message=message)
+
 
 @dataclass(frozen=True)
 class InputRound:

@@ -69,10 +69,10 @@ from m3grpc.harness.base import (
     OperationRef,
     operation_id,
 )
-from m3grpc.harness.mcp_convert import domain_request, elicit_result
+from m3grpc.harness.mcp_convert import domain_request, elicit_results
 from m3grpc.harness.request_keys import legacy_request_key
 from m3grpc.servers import StdioServer
-from m3grpc.types import AgentReport, ElicitationResponse, NativePrompt, OperationResult
+from m3grpc.types import AgentReport, NativePrompt, OperationResult
 
 logger = logging.getLogger(__name__)
 
@@ -389,7 +389,7 @@ class _CodexRun:
         for item_id in self._call_order:
             call = self._calls.get(item_id)
             if call is not None and call.failure is not None:
-                results.append(_failed(call.ref, *call.failure))
+                results.append(call.ref.failed(*call.failure))
         report = AgentReport(
             harness="codex",
             model=self._model,
@@ -641,14 +641,13 @@ class _CodexRun:
         if call is None:
             return
         if call.refused:
-            result = _failed(
-                call.ref,
+            result = call.ref.failed(
                 TOOL_NOT_SELECTED,
                 f"tool {call.ref.server}:{call.ref.operation_name} is not in the "
                 "execution's tool selection",
             )
         elif call.failure is not None:
-            result = _failed(call.ref, *call.failure)
+            result = call.ref.failed(*call.failure)
         else:
             result = _tool_result(call.ref, item)
         self._results.append(result)
@@ -790,11 +789,9 @@ class _CodexRun:
             self._end_run(call, (exc.reason.lower(), str(exc)))
             return {"action": "cancel"}
         try:
-            if set(answers) != {key}:
-                raise ValueError(f"expected responses for [{key!r}], got {sorted(answers)}")
-            answer = elicit_result(ElicitationResponse.model_validate(answers[key]), request)
-        except (ValidationError, ValueError) as exc:
-            self._end_run(call, (INVALID_INPUT_RESPONSE, f"invalid response: {exc}"))
+            answer = elicit_results(round.requests, answers)[key]
+        except ValueError as exc:
+            self._end_run(call, (INVALID_INPUT_RESPONSE, str(exc)))
             return {"action": "cancel"}
         reply: dict[str, Any] = {"action": answer.action}
         if answer.content is not None:
@@ -836,18 +833,6 @@ def _snake(name: str) -> str:
     return out.lstrip("_")
 
 
-def _failed(ref: OperationRef, code: str, message: str) -> OperationResult:
-    return OperationResult(
-        logical_operation_id=ref.logical_operation_id,
-        server=ref.server,
-        operation_kind=ref.operation_kind,
-        operation_name=ref.operation_name,
-        ok=False,
-        failure_code=code,
-        failure_message=message,
-    )
-
-
 def _tool_result(ref: OperationRef, item: Mapping[str, Any]) -> OperationResult:
     result = item.get("result")
     error = item.get("error")
@@ -856,21 +841,12 @@ def _tool_result(ref: OperationRef, item: Mapping[str, Any]) -> OperationResult:
         message = error.get("message") if isinstance(error, Mapping) else error
         if message is None and isinstance(result, Mapping):
             message = _text(result)
-        return OperationResult(
-            logical_operation_id=ref.logical_operation_id,
-            server=ref.server,
-            operation_kind=ref.operation_kind,
-            operation_name=ref.operation_name,
-            ok=False,
+        return ref.failed(
+            TOOL_ERROR,
+            str(message or "the tool call failed"),
             result=dict(result) if isinstance(result, Mapping) else None,
-            failure_code=TOOL_ERROR,
-            failure_message=str(message or "the tool call failed"),
         )
-    return OperationResult(
-        logical_operation_id=ref.logical_operation_id,
-        server=ref.server,
-        operation_kind=ref.operation_kind,
-        operation_name=ref.operation_name,
+    return ref.result(
         ok=True,
         result={k: v for k, v in result.items() if v is not None}
         if isinstance(result, Mapping)

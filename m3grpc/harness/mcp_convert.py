@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from mcp_types import ElicitRequestParams, ElicitRequestURLParams, ElicitResult
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from m3grpc.harness.base import OperationRef
 from m3grpc.types import ElicitationResponse, FormElicitationRequest, UrlElicitationRequest
@@ -56,6 +56,27 @@ def elicit_result(response: ElicitationResponse, request: DomainRequest) -> Elic
         content = dict(response.content) if response.content is not None else None
         return ElicitResult(action="accept", content=content)
     return ElicitResult(action=response.action)
+
+
+def elicit_results(
+    requests: Mapping[str, DomainRequest], answers: Mapping[str, ElicitationResponse]
+) -> dict[str, ElicitResult]:
+    """A resolver's answers to a round's `requests`, as the `ElicitResult`s to deliver.
+
+    Raises:
+        ValueError: The answers do not match the request keys or are not valid
+            responses (the message says which).
+    """
+    expected, got = set(requests), set(answers)
+    if expected != got:
+        raise ValueError(f"expected responses for {sorted(expected)}, got {sorted(got)}")
+    try:
+        return {
+            key: elicit_result(ElicitationResponse.model_validate(answers[key]), request)
+            for key, request in requests.items()
+        }
+    except ValidationError as exc:
+        raise ValueError(f"invalid response: {exc}") from exc
 
 
 def dump_result(result: BaseModel) -> Mapping[str, Any]:

@@ -145,7 +145,7 @@ from m3grpc.harness.base import (
     operation_id,
 )
 from m3grpc.harness.diagnostics import StderrTail, connect_failure, connection_lost
-from m3grpc.harness.mcp_convert import domain_request, dump_result, elicit_result
+from m3grpc.harness.mcp_convert import domain_request, dump_result, elicit_results
 from m3grpc.harness.mcp_tasks import (
     RELATED_TASK_META,
     ClientTasks,
@@ -262,18 +262,7 @@ class _Stop:
 
 
 def _failed(ref: OperationRef, code: str, message: str, *, stop: bool = False) -> _Outcome:
-    return _Outcome(
-        OperationResult(
-            logical_operation_id=ref.logical_operation_id,
-            server=ref.server,
-            operation_kind=ref.operation_kind,
-            operation_name=ref.operation_name,
-            ok=False,
-            failure_code=code,
-            failure_message=message,
-        ),
-        stop=stop,
-    )
+    return _Outcome(ref.failed(code, message), stop=stop)
 
 
 def _refusal(message: str) -> ErrorData:
@@ -962,20 +951,11 @@ def _check_answers(
     active: _ActiveOperation, round: InputRound, answers: Mapping[str, ElicitationResponse]
 ) -> dict[str, ElicitResult] | None:
     """The resolver's answers as ElicitResults, or None (and the operation aborted)."""
-    expected, got = set(round.requests), set(answers)
-    problem: str | None = None
-    if expected != got:
-        problem = f"expected responses for {sorted(expected)}, got {sorted(got)}"
-    else:
-        try:
-            return {
-                key: elicit_result(ElicitationResponse.model_validate(answers[key]), request)
-                for key, request in round.requests.items()
-            }
-        except ValidationError as exc:
-            problem = f"invalid response: {exc}"
-    active.abort(failure=(INVALID_INPUT_RESPONSE, problem))
-    return None
+    try:
+        return elicit_results(round.requests, answers)
+    except ValueError as exc:
+        active.abort(failure=(INVALID_INPUT_RESPONSE, str(exc)))
+        return None
 
 
 def _completed(
@@ -993,11 +973,7 @@ def _completed(
         meta = dict(result.get("_meta") or {})
         meta[META_ELICITATION_COMPLETE] = list(completed_elicitations)
         result["_meta"] = meta
-    return OperationResult(
-        logical_operation_id=ref.logical_operation_id,
-        server=ref.server,
-        operation_kind=ref.operation_kind,
-        operation_name=ref.operation_name,
+    return ref.result(
         ok=not failed,
         result=result,
         failure_code=TOOL_ERROR if failed else None,

@@ -13,6 +13,7 @@ from collections.abc import Collection, Iterator, Mapping
 from datetime import datetime
 from typing import Any
 
+from m3grpc.clipping import clip
 from m3grpc.errors import (
     ExecutionNotFoundError,
     ManagedInputStateError,
@@ -26,7 +27,6 @@ from m3grpc.harness.codex import CodexHarness, CodexSettings
 from m3grpc.runtime.limits import (
     MAX_IDEMPOTENCY_KEY_CHARS,
     Limits,
-    clip,
     id_violations,
     response_violations,
 )

@@ -1,4 +1,4 @@
-"""The lease a running execution holds, shared by its heartbeat and its rounds."""
+"""The worker lease (ManagedInputLease) of a running execution, shared by heartbeat and rounds."""
 
 from __future__ import annotations
 

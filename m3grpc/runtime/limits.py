@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from m3grpc.clipping import clip
 from m3grpc.errors import FieldViolation
 from m3grpc.types import ElicitationResponse, ExecutionResult, OperationResult
 
@@ -28,20 +29,8 @@ MAX_REQUEST_ID_CHARS = 200
 MAX_IDEMPOTENCY_KEY_CHARS = 200
 # A request key of a response map (the service's keys are short snake_case).
 MAX_REQUEST_KEY_CHARS = 200
-# How much of a caller's value an error message or ErrorInfo metadata may echo:
-# gRPC sends both in trailers, which fail the whole call past ~8 KiB.
-ECHO_CHARS = 80
 # What a stored failure message keeps (harness and MCP server errors).
 MAX_FAILURE_MESSAGE_CHARS = 4000
-
-
-def clip(value: object, limit: int = ECHO_CHARS) -> str:
-    """`value` as text of at most `limit` characters, marking a cut with its length."""
-    text = value if isinstance(value, str) else repr(value)
-    if len(text) <= limit:
-        return text
-    suffix = f"...({len(text)} chars)"
-    return text[: max(limit - len(suffix), 0)] + suffix
 
 
 @dataclass(frozen=True)

@@ -7,11 +7,11 @@ from typing import Any, cast
 
 from pydantic import TypeAdapter, ValidationError
 
+from m3grpc.clipping import clip
 from m3grpc.errors import FieldViolation, ModelValidationError
 from m3grpc.runtime.limits import (
     MAX_REQUEST_ID_CHARS,
     Limits,
-    clip,
     id_violations,
     spec_violations,
 )

@@ -147,9 +147,9 @@ OPERATION_KIND = EnumMap(
 ACTION = EnumMap(
     elicitation_pb2.ElicitationAction, "ELICITATION_ACTION_", typing.get_args(ElicitationAction)
 )
-LIFECYCLE = EnumMap(
-    execution_pb2.ExecutionLifecycle,
-    "EXECUTION_LIFECYCLE_",
+EXECUTION_STATUS = EnumMap(
+    execution_pb2.ExecutionStatus,
+    "EXECUTION_STATUS_",
     tuple(member.value for member in ExecutionStatus),
 )
 OUTCOME = EnumMap(
@@ -157,9 +157,9 @@ OUTCOME = EnumMap(
     "EXECUTION_OUTCOME_",
     tuple(member.value for member in ExecutionOutcome),
 )
-ROUND_STATUS = EnumMap(
-    elicitation_pb2.RoundStatus,
-    "ROUND_STATUS_",
+MANAGED_INPUT_STATUS = EnumMap(
+    elicitation_pb2.ManagedInputStatus,
+    "MANAGED_INPUT_STATUS_",
     tuple(member.value for member in ManagedInputStatus),
 )
 PERMISSION_POLICY = EnumMap(execution_pb2.PermissionPolicy, "PERMISSION_POLICY_", ("deny", "allow"))

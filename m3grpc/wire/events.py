@@ -61,7 +61,7 @@ def event_from_message(message: execution_service_pb2.WatchPendingResponse) -> W
         )
     if kind == "round_left_pending":
         left = message.round_left_pending
-        status = messages.round_status_model(left.status)
+        status = messages.managed_input_status_model(left.status)
         return RoundLeftPending(
             cursor=message.cursor,
             round_id=left.round_id,
@@ -93,7 +93,7 @@ def round_left_pending_message(
     left = execution_service_pb2.RoundLeftPending(
         round_id=round_id,
         execution_id=execution_id,
-        status=convert.ROUND_STATUS.wire(status or ManagedInputStatus.FAILED.value),
+        status=convert.MANAGED_INPUT_STATUS.wire(status or ManagedInputStatus.FAILED.value),
     )
     return execution_service_pb2.WatchPendingResponse(cursor=cursor, round_left_pending=left)
 

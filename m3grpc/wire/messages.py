@@ -82,18 +82,25 @@ def request_model(message: elicitation_pb2.ElicitationRequest) -> ElicitationReq
 # -- rounds -------------------------------------------------------------------------
 
 
+def _round_fields(record: ManagedInputRecord) -> dict[str, Any]:
+    """What both round messages say of a round: its IDs, its operation, its place."""
+    pending = record.pending
+    return {
+        "round_id": pending.round_id,
+        "execution_id": pending.execution_id,
+        "logical_operation_id": pending.logical_operation_id,
+        "server": pending.server,
+        "operation_kind": convert.OPERATION_KIND.wire(pending.operation_kind),
+        "operation_name": pending.operation_name,
+        "round_index": record.round_index,
+        "round_limit": record.round_limit,
+    }
+
+
 def pending_round_message(record: ManagedInputRecord) -> elicitation_pb2.PendingElicitationRound:
     pending = record.pending
     message = elicitation_pb2.PendingElicitationRound(
-        round_id=pending.round_id,
-        execution_id=pending.execution_id,
-        logical_operation_id=pending.logical_operation_id,
-        server=pending.server,
-        operation_kind=convert.OPERATION_KIND.wire(pending.operation_kind),
-        operation_name=pending.operation_name,
-        create_time=convert.timestamp(pending.created_at),
-        round_index=record.round_index,
-        round_limit=record.round_limit,
+        **_round_fields(record), create_time=convert.timestamp(pending.created_at)
     )
     for key, request in pending.requests.items():
         message.requests[key].CopyFrom(request_message(request))
@@ -129,15 +136,8 @@ def elicitation_round_message(
     never content values), no lease token, no request_state. Server side only."""
     pending = record.pending
     message = elicitation_pb2.ElicitationRound(
-        round_id=pending.round_id,
-        execution_id=pending.execution_id,
-        logical_operation_id=pending.logical_operation_id,
-        server=pending.server,
-        operation_kind=convert.OPERATION_KIND.wire(pending.operation_kind),
-        operation_name=pending.operation_name,
-        round_index=record.round_index,
-        round_limit=record.round_limit,
-        status=convert.ROUND_STATUS.wire(record.status),
+        **_round_fields(record),
+        status=convert.MANAGED_INPUT_STATUS.wire(record.status),
         delivery_attempts=record.delivery_attempts,
         create_time=convert.timestamp(record.created_at),
         update_time=convert.timestamp(record.updated_at),
@@ -211,7 +211,7 @@ def responses_model(
 def state_message(state: ExecutionState) -> execution_pb2.ExecutionState:
     message = execution_pb2.ExecutionState(
         execution_id=state.execution_id,
-        lifecycle=convert.LIFECYCLE.wire(state.lifecycle),
+        lifecycle=convert.EXECUTION_STATUS.wire(state.lifecycle),
         human_input=convert.HUMAN_INPUT.wire(state.human_input),
         create_time=convert.timestamp(state.created_at),
         update_time=convert.timestamp(state.updated_at),
@@ -229,7 +229,7 @@ def state_model(message: execution_pb2.ExecutionState) -> ExecutionState:
     outcome = convert.OUTCOME.model(message.outcome)
     return ExecutionState(
         execution_id=message.execution_id,
-        lifecycle=ExecutionStatus(convert.LIFECYCLE.model(message.lifecycle) or "queued"),
+        lifecycle=ExecutionStatus(convert.EXECUTION_STATUS.model(message.lifecycle) or "queued"),
         outcome=ExecutionOutcome(outcome) if outcome is not None else None,
         human_input=cast(HumanInput, convert.HUMAN_INPUT.model(message.human_input) or "fail"),
         created_at=convert.from_timestamp(message.create_time),
@@ -332,6 +332,6 @@ def result_model(message: execution_pb2.ExecutionResult) -> ExecutionResult:
     )
 
 
-def round_status_model(number: int) -> ManagedInputStatus | None:
-    value = convert.ROUND_STATUS.model(number)
+def managed_input_status_model(number: int) -> ManagedInputStatus | None:
+    value = convert.MANAGED_INPUT_STATUS.model(number)
     return ManagedInputStatus(value) if value is not None else None

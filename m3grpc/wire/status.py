@@ -61,6 +61,7 @@ from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
 from m3grpc import errors
+from m3grpc.clipping import clip
 from m3grpc.errors import (
     ERROR_DOMAIN,
     ConflictKind,
@@ -82,7 +83,6 @@ from m3grpc.errors import (
     ServiceShuttingDownError,
     WorkQueueFullError,
 )
-from m3grpc.fieldpath import clip
 from m3grpc.wire import convert
 
 INTERNAL_REASON = InternalError.reason
@@ -144,7 +144,9 @@ def status_for(error: BaseException) -> status_pb2.Status:
     code = code_for(error) if isinstance(error, M3Error) else None
     if code is None or not isinstance(error, M3Error):
         return internal_status()
-    metadata = {key: clip(value, _MAX_TEXT_BYTES) for key, value in error.metadata.items()}
+    metadata = {
+        key: clip(value, _MAX_TEXT_BYTES, unit="bytes") for key, value in error.metadata.items()
+    }
     details: list[message.Message] = [
         error_details_pb2.ErrorInfo(reason=error.reason, domain=ERROR_DOMAIN, metadata=metadata)
     ]
@@ -154,7 +156,7 @@ def status_for(error: BaseException) -> status_pb2.Status:
         extra = len(error.field_violations) - _MAX_VIOLATIONS
         if extra > 0:
             text = f"{text} (and {extra} more problems)"
-    return _status(code, clip(text, _MAX_MESSAGE_BYTES), details)
+    return _status(code, clip(text, _MAX_MESSAGE_BYTES, unit="bytes"), details)
 
 
 def internal_status() -> status_pb2.Status:
@@ -179,8 +181,8 @@ def _extra_details(error: M3Error) -> list[message.Message]:
             error_details_pb2.BadRequest(
                 field_violations=[
                     error_details_pb2.BadRequest.FieldViolation(
-                        field=clip(violation.field, _MAX_FIELD_BYTES),
-                        description=clip(violation.description, _MAX_TEXT_BYTES),
+                        field=clip(violation.field, _MAX_FIELD_BYTES, unit="bytes"),
+                        description=clip(violation.description, _MAX_TEXT_BYTES, unit="bytes"),
                     )
                     for violation in error.field_violations[:_MAX_VIOLATIONS]
                 ]
@@ -193,9 +195,9 @@ def _extra_details(error: M3Error) -> list[message.Message]:
                 error_details_pb2.ResourceInfo(
                     resource_type=resource.type,
                     resource_name=clip(
-                        error.metadata.get(resource.metadata_key, ""), _MAX_TEXT_BYTES
+                        error.metadata.get(resource.metadata_key, ""), _MAX_TEXT_BYTES, unit="bytes"
                     ),
-                    description=clip(error.message, _MAX_TEXT_BYTES),
+                    description=clip(error.message, _MAX_TEXT_BYTES, unit="bytes"),
                 )
             ]
     if isinstance(error, ManagedInputStateError | ManagedInputRecoveryError):
@@ -205,8 +207,8 @@ def _extra_details(error: M3Error) -> list[message.Message]:
                 violations=[
                     error_details_pb2.PreconditionFailure.Violation(
                         type=error.reason,
-                        subject=clip(subject, _MAX_TEXT_BYTES),
-                        description=clip(error.message, _MAX_TEXT_BYTES),
+                        subject=clip(subject, _MAX_TEXT_BYTES, unit="bytes"),
+                        description=clip(error.message, _MAX_TEXT_BYTES, unit="bytes"),
                     )
                 ]
             )

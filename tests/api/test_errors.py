@@ -21,7 +21,7 @@ from m3grpc.wire.gen.m3.v1 import (
     execution_service_pb2,
 )
 
-from .conftest import Stubs, expect_failure, respond_request, start_server
+from .conftest import Failure, Stubs, expect_failure, respond_request, start_server
 
 BadRequest = error_details_pb2.BadRequest
 ResourceInfo = error_details_pb2.ResourceInfo
@@ -97,6 +97,18 @@ def test_server_binding_not_found(stubs: Stubs) -> None:
     )
 
 
+RESOURCE_TYPES = {"execution_id": "m3grpc.dev/Execution", "round_id": "m3grpc.dev/ElicitationRound"}
+
+
+def _assert_not_found(failure: Failure, reason: str, key: str, name: str) -> None:
+    """NOT_FOUND with `reason`, the ID under `key` and a ResourceInfo naming it."""
+    assert failure.code == grpc.StatusCode.NOT_FOUND
+    assert failure.info.reason == reason
+    assert failure.info.metadata[key] == name
+    info = failure.detail(ResourceInfo)
+    assert (info.resource_type, info.resource_name) == (RESOURCE_TYPES[key], name)
+
+
 def test_execution_not_found(stubs: Stubs) -> None:
     for call, request in (
         (stubs.executions.Snapshot, execution_service_pb2.SnapshotRequest(execution_id="exe_x")),
@@ -107,12 +119,12 @@ def test_execution_not_found(stubs: Stubs) -> None:
             elicitation_service_pb2.GetPendingRequest(execution_id="exe_x"),
         ),
     ):
-        failure = expect_failure(call, request, timeout=10)
-        assert failure.code == grpc.StatusCode.NOT_FOUND
-        assert failure.info.reason == "EXECUTION_NOT_FOUND"
-        assert failure.info.metadata["execution_id"] == "exe_x"
-        info = failure.detail(ResourceInfo)
-        assert (info.resource_type, info.resource_name) == ("m3grpc.dev/Execution", "exe_x")
+        _assert_not_found(
+            expect_failure(call, request, timeout=10),
+            "EXECUTION_NOT_FOUND",
+            "execution_id",
+            "exe_x",
+        )
 
 
 def test_watch_unknown_execution_and_bad_cursor(stubs: Stubs) -> None:
@@ -133,12 +145,9 @@ def test_round_not_found(stubs: Stubs) -> None:
         (stubs.elicitation.GetRound, elicitation_service_pb2.GetRoundRequest(round_id="rnd_x")),
         (stubs.elicitation.Respond, respond_request("rnd_x", "key")),
     ):
-        failure = expect_failure(call, request, timeout=10)
-        assert failure.code == grpc.StatusCode.NOT_FOUND
-        assert failure.info.reason == "ROUND_NOT_FOUND"
-        assert failure.info.metadata["round_id"] == "rnd_x"
-        info = failure.detail(ResourceInfo)
-        assert (info.resource_type, info.resource_name) == ("m3grpc.dev/ElicitationRound", "rnd_x")
+        _assert_not_found(
+            expect_failure(call, request, timeout=10), "ROUND_NOT_FOUND", "round_id", "rnd_x"
+        )
 
 
 def test_result_wait_timeout(stubs: Stubs) -> None:

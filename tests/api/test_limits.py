@@ -223,7 +223,7 @@ def test_respond_limits_refuse_before_storing(stubs: Stubs) -> None:
     record = stubs.elicitation.GetRound(
         elicitation_service_pb2.GetRoundRequest(round_id=round_id), timeout=30
     ).round
-    assert record.status == elicitation_pb2.ROUND_STATUS_PENDING
+    assert record.status == elicitation_pb2.MANAGED_INPUT_STATUS_PENDING
     assert not record.responses.idempotency_key
     stubs.respond(round_id, f"address-{round_id}")
     result = stubs.result(execution_id)

@@ -12,10 +12,8 @@ Each test gets a fresh database on the server named by M3_TEST_POSTGRES_URL
 
 from __future__ import annotations
 
-import os
 import re
 import time
-import uuid
 from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -24,7 +22,6 @@ from typing import Any
 
 import grpc
 import pytest
-import sqlalchemy as sa
 from google.rpc import error_details_pb2
 
 from m3grpc.wire.gen.m3.v1 import (
@@ -33,6 +30,7 @@ from m3grpc.wire.gen.m3.v1 import (
     execution_pb2,
     execution_service_pb2,
 )
+from tests.storage.conftest import POSTGRES_URL, postgres_database
 
 from .conftest import (
     ADDRESS,
@@ -44,8 +42,6 @@ from .conftest import (
     write_config,
 )
 from .test_watch import Key, Watcher
-
-POSTGRES_URL = os.environ.get("M3_TEST_POSTGRES_URL")
 
 pytestmark = [
     pytest.mark.postgres,
@@ -66,17 +62,7 @@ COMPLAINT = re.compile(r"\S+ \S+ (WARNING|ERROR|CRITICAL) m3grpc\.|Traceback")
 @pytest.fixture
 def database() -> Iterator[str]:
     """The URL of a fresh, empty PostgreSQL database, dropped afterwards."""
-    assert POSTGRES_URL is not None
-    name = f"m3_test_{uuid.uuid4().hex[:12]}"
-    admin = sa.create_engine(POSTGRES_URL, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
-    try:
-        yield sa.make_url(POSTGRES_URL).set(database=name).render_as_string(hide_password=False)
-    finally:
-        with admin.connect() as conn:
-            conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
+    yield from postgres_database()
 
 
 class Replicas:
@@ -178,7 +164,7 @@ def test_idle_replica_serves_a_managed_execution_run_by_another(replicas: Replic
     state = a.executions.Snapshot(
         execution_service_pb2.SnapshotRequest(execution_id=execution_id), timeout=30
     ).state
-    assert state.lifecycle == execution_pb2.EXECUTION_LIFECYCLE_WAITING_FOR_INPUT
+    assert state.lifecycle == execution_pb2.EXECUTION_STATUS_WAITING_FOR_INPUT
 
     # B wrote the round, and A has committed nothing since that could wake its
     # streams: A's polling of the shared event log brings it (the finish below too).
@@ -186,17 +172,17 @@ def test_idle_replica_serves_a_managed_execution_run_by_another(replicas: Replic
     assert only_this.take(1) == [("pending", pending.round_id)]
 
     answered = a.respond(pending.round_id, f"address-{pending.round_id}")
-    assert answered.status == elicitation_pb2.ROUND_STATUS_RESPONSE_VALIDATED
+    assert answered.status == elicitation_pb2.MANAGED_INPUT_STATUS_RESPONSE_VALIDATED
     assert not answered.replayed
 
     # B's worker picks the answer up from the database and finishes the execution.
     result = a.result(execution_id)
     assert result.outcome == execution_pb2.EXECUTION_OUTCOME_SUCCEEDED, result
     assert booked_text(result) == BOOKED
-    assert get_round(a, pending.round_id).status == elicitation_pb2.ROUND_STATUS_RESOLVED
+    assert get_round(a, pending.round_id).status == elicitation_pb2.MANAGED_INPUT_STATUS_RESOLVED
 
     rest = [
-        ("left", pending.round_id, "ROUND_STATUS_RESPONSE_VALIDATED"),
+        ("left", pending.round_id, "MANAGED_INPUT_STATUS_RESPONSE_VALIDATED"),
         finished(execution_id, SUCCEEDED),
     ]
     assert only_this.end() == rest  # a filtered stream ends after the finish
@@ -237,7 +223,7 @@ def test_worker_replicas_share_the_queue_exactly_once(replicas: Replicas) -> Non
     watch.close()
     assert Counter(events) == Counter(
         [
-            ("left", opening.round_id, "ROUND_STATUS_RESPONSE_VALIDATED"),
+            ("left", opening.round_id, "MANAGED_INPUT_STATUS_RESPONSE_VALIDATED"),
             *[finished(e, SUCCEEDED) for e in [opener, *execution_ids, sentinel]],
         ]
     )
@@ -270,10 +256,10 @@ def test_round_of_a_killed_replica_is_recovered_by_another(replicas: Replicas) -
     # C's recovery (at its start and every lease_seconds) fails the round closed.
     for _ in range(600):
         recovered = get_round(a, round_id)
-        if recovered.status != elicitation_pb2.ROUND_STATUS_PENDING:
+        if recovered.status != elicitation_pb2.MANAGED_INPUT_STATUS_PENDING:
             break
         time.sleep(0.05)
-    assert recovered.status == elicitation_pb2.ROUND_STATUS_FAILED, recovered
+    assert recovered.status == elicitation_pb2.MANAGED_INPUT_STATUS_FAILED, recovered
     assert recovered.failure_code == "recovery_unavailable"
 
     result = a.result(execution_id)
@@ -289,7 +275,7 @@ def test_round_of_a_killed_replica_is_recovered_by_another(replicas: Replicas) -
     )
     assert not pending_now.HasField("round")
     assert watch.end() == [
-        ("left", round_id, "ROUND_STATUS_FAILED"),
+        ("left", round_id, "MANAGED_INPUT_STATUS_FAILED"),
         finished(execution_id, FAILED),
     ]
     assert watch.error is None

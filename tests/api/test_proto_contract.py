@@ -169,8 +169,8 @@ def test_enums_mirror_the_domain_model() -> None:
     elicitation_enums = elicitation_pb2.DESCRIPTOR.enum_types_by_name
     pairs: list[tuple[EnumDescriptor, str, set[str]]] = [
         (
-            execution_enums["ExecutionLifecycle"],
-            "EXECUTION_LIFECYCLE_",
+            execution_enums["ExecutionStatus"],
+            "EXECUTION_STATUS_",
             {m.name for m in types.ExecutionStatus},
         ),
         (
@@ -179,8 +179,8 @@ def test_enums_mirror_the_domain_model() -> None:
             {m.name for m in types.ExecutionOutcome},
         ),
         (
-            elicitation_enums["RoundStatus"],
-            "ROUND_STATUS_",
+            elicitation_enums["ManagedInputStatus"],
+            "MANAGED_INPUT_STATUS_",
             {m.name for m in types.ManagedInputStatus},
         ),
         (

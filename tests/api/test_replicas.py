@@ -17,7 +17,15 @@ import pytest
 from google.protobuf import duration_pb2
 from google.rpc import error_details_pb2
 
-from .conftest import ServerProcess, Stubs, expect_failure, failure, respond_request, start_server
+from .conftest import (
+    Failure,
+    ServerProcess,
+    Stubs,
+    expect_failure,
+    failure,
+    respond_request,
+    start_server,
+)
 
 WORKER_LEASE = 3.0
 
@@ -49,6 +57,15 @@ def _worker_dies_with_a_pending_round(
     return execution_id, pending.round_id, deadline
 
 
+def _respond_failure(server: ServerProcess, round_id: str, idempotency_key: str) -> Failure:
+    """The typed failure of a Respond to `round_id` on `server`."""
+    stubs = server.stubs()
+    try:
+        return expect_failure(stubs.elicitation.Respond, respond_request(round_id, idempotency_key))
+    finally:
+        stubs.close()
+
+
 def test_operation_timeout(idle_replica: tuple[ServerProcess, Path]) -> None:
     server, tmp = idle_replica
     timeout = duration_pb2.Duration(seconds=1)
@@ -57,11 +74,7 @@ def test_operation_timeout(idle_replica: tuple[ServerProcess, Path]) -> None:
     )
     # Past the round's deadline, within the dead worker's lease.
     time.sleep(max(0.0, deadline - datetime.now(UTC).timestamp()) + 0.1)
-    stubs = server.stubs()
-    try:
-        caught = expect_failure(stubs.elicitation.Respond, respond_request(round_id, "late"))
-    finally:
-        stubs.close()
+    caught = _respond_failure(server, round_id, "late")
     assert caught.code == grpc.StatusCode.DEADLINE_EXCEEDED
     assert caught.info.reason == "OPERATION_TIMEOUT"
     assert dict(caught.info.metadata) == {"round_id": round_id, "execution_id": execution_id}
@@ -71,11 +84,7 @@ def test_recovery_unavailable(idle_replica: tuple[ServerProcess, Path]) -> None:
     server, tmp = idle_replica
     execution_id, round_id, _ = _worker_dies_with_a_pending_round(tmp, "worker-recovery")
     time.sleep(WORKER_LEASE + 0.3)  # let the dead worker's lease expire
-    stubs = server.stubs()
-    try:
-        caught = expect_failure(stubs.elicitation.Respond, respond_request(round_id, "orphan"))
-    finally:
-        stubs.close()
+    caught = _respond_failure(server, round_id, "orphan")
     assert caught.code == grpc.StatusCode.FAILED_PRECONDITION
     assert caught.info.reason == "MANAGED_INPUT_RECOVERY_UNAVAILABLE"
     assert dict(caught.info.metadata) == {"round_id": round_id, "execution_id": execution_id}

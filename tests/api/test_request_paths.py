@@ -76,12 +76,10 @@ def test_long_keys_are_cut_and_still_parse() -> None:
     key = "é" * 500
     (mapped,) = violations_for(RESPOND, [FieldViolation(f"responses{fieldpath.key(key)}", "x")])
     assert len(mapped.field.encode()) < 100
-    assert mapped.field.endswith("…']")
+    assert mapped.field.endswith("...(500 chars)']")
     assert_request_path(RESPOND.DESCRIPTOR, mapped.field)
 
 
 def test_fieldpath_round_trip() -> None:
     for path in ("a.b[2]['k\\'ey'].c", "responses['x y'].content['1st'].z"):
         assert fieldpath.join(fieldpath.parse(path)) == path
-    assert fieldpath.clip("abc", 10) == "abc"
-    assert len(fieldpath.clip("é" * 100, 20).encode()) <= 20

@@ -69,6 +69,19 @@ def _answer_and_succeed(stubs: Stubs, execution_id: str, round_id: str) -> None:
     assert result.operations[0].result["structuredContent"]["result"] == BOOKED
 
 
+def _refused_fields(stubs: Stubs, agent: execution_pb2.AgentSpec, *, timeout: float) -> list[str]:
+    """The field violations of a managed Submit of `agent` refused as INVALID_ARGUMENT."""
+    refused = expect_failure(
+        stubs.executions.Submit,
+        execution_service_pb2.SubmitRequest(
+            agent=agent, human_input=execution_pb2.HUMAN_INPUT_MANAGED
+        ),
+        timeout=timeout,
+    )
+    assert refused.code == grpc.StatusCode.INVALID_ARGUMENT
+    return [v.field for v in refused.detail(error_details_pb2.BadRequest).field_violations]
+
+
 def test_oversized_spec_is_refused_while_another_execution_waits(tmp_path: Path) -> None:
     with _running(tmp_path, lease_seconds=3.0) as (_server_process, stubs):
         execution_id = stubs.submit_managed()
@@ -81,15 +94,7 @@ def test_oversized_spec_is_refused_while_another_execution_waits(tmp_path: Path)
             tools=[f"shipping:tool_{index}" for index in range(100_000)],
             prompt="Call every tool.",
         )
-        refused = expect_failure(
-            stubs.executions.Submit,
-            execution_service_pb2.SubmitRequest(
-                agent=agent, human_input=execution_pb2.HUMAN_INPUT_MANAGED
-            ),
-            timeout=60,
-        )
-        assert refused.code == grpc.StatusCode.INVALID_ARGUMENT
-        fields = [v.field for v in refused.detail(error_details_pb2.BadRequest).field_violations]
+        fields = _refused_fields(stubs, agent, timeout=60)
         assert any(field.endswith("tools") for field in fields), fields
         # The waiting execution is untouched: still pending, answerable, successful.
         assert stubs.wait_pending(execution_id).round_id == pending.round_id
@@ -166,15 +171,7 @@ def test_server_default_and_maximum_round_timeout(tmp_path: Path) -> None:
             harness="scripted", server="shipping", tools=["shipping:book_shipment"]
         )
         agent.round_timeout.FromSeconds(61)
-        refused = expect_failure(
-            stubs.executions.Submit,
-            execution_service_pb2.SubmitRequest(
-                agent=agent, human_input=execution_pb2.HUMAN_INPUT_MANAGED
-            ),
-            timeout=30,
-        )
-        assert refused.code == grpc.StatusCode.INVALID_ARGUMENT
-        fields = [v.field for v in refused.detail(error_details_pb2.BadRequest).field_violations]
+        fields = _refused_fields(stubs, agent, timeout=30)
         assert any("round_timeout" in field for field in fields), fields
 
 

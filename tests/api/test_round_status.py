@@ -143,7 +143,7 @@ def test_content_an_elicit_result_cannot_carry_is_rejected(stubs: Stubs) -> None
     assert bad.info.reason == "MANAGED_INPUT_INVALID"
     fields = [v.field for v in bad.detail(error_details_pb2.BadRequest).field_violations]
     assert any("extra" in field for field in fields), fields
-    assert get_round(stubs, pending.round_id).status == elicitation_pb2.ROUND_STATUS_PENDING
+    assert get_round(stubs, pending.round_id).status == elicitation_pb2.MANAGED_INPUT_STATUS_PENDING
 
     stubs.respond(pending.round_id, "flat")
     result = stubs.result(execution_id)
@@ -164,7 +164,7 @@ def test_a_round_fails_with_its_operation_when_the_server_exits_after_the_answer
     assert result.outcome == execution_pb2.EXECUTION_OUTCOME_FAILED
     assert result.failure_code == "connection_closed"
     record = get_round(stubs, pending.round_id)
-    assert record.status == elicitation_pb2.ROUND_STATUS_FAILED
+    assert record.status == elicitation_pb2.MANAGED_INPUT_STATUS_FAILED
     assert record.failure_code == "connection_closed"
 
 
@@ -177,13 +177,15 @@ def test_a_legacy_round_is_delivered_while_the_tool_still_runs(
     pending = stubs.wait_pending(execution_id)
     stubs.respond(pending.round_id, "address")
     wait_for_file(markers / "answered")  # the server has the answer; the tool waits
-    assert get_round(stubs, pending.round_id).status == elicitation_pb2.ROUND_STATUS_DELIVERED
+    assert (
+        get_round(stubs, pending.round_id).status == elicitation_pb2.MANAGED_INPUT_STATUS_DELIVERED
+    )
 
     (markers / "release").write_text("release")
     result = stubs.result(execution_id)
     assert result.outcome == execution_pb2.EXECUTION_OUTCOME_SUCCEEDED
     record = get_round(stubs, pending.round_id)
-    assert record.status == elicitation_pb2.ROUND_STATUS_RESOLVED
+    assert record.status == elicitation_pb2.MANAGED_INPUT_STATUS_RESOLVED
     assert record.failure_code == ""
 
 
@@ -220,7 +222,10 @@ def test_a_finished_operations_result_survives_a_crash_before_the_next_one_ends(
         assert operation.ok
         assert operation.logical_operation_id == "op-0"
         assert operation.result["structuredContent"]["result"] == BOOKED
-        assert get_round(stubs, pending.round_id).status == elicitation_pb2.ROUND_STATUS_RESOLVED
+        assert (
+            get_round(stubs, pending.round_id).status
+            == elicitation_pb2.MANAGED_INPUT_STATUS_RESOLVED
+        )
         stubs.close()
     finally:
         second.kill()
@@ -254,7 +259,8 @@ def test_a_completed_execution_survives_a_crash_while_its_session_closes(
             # server holds the DELETE): the crash comes before the execution finishes.
             wait_for_file(markers / "closing")
             assert (
-                get_round(stubs, pending.round_id).status == elicitation_pb2.ROUND_STATUS_RESOLVED
+                get_round(stubs, pending.round_id).status
+                == elicitation_pb2.MANAGED_INPUT_STATUS_RESOLVED
             )
             stubs.close()
         finally:

@@ -38,7 +38,7 @@ def test_seed_flow(stubs: Stubs) -> None:
 
     answer = stubs.respond(pending.round_id, f"address-{pending.round_id}")
     assert answer.round_id == pending.round_id
-    assert answer.status == elicitation_pb2.ROUND_STATUS_RESPONSE_VALIDATED
+    assert answer.status == elicitation_pb2.MANAGED_INPUT_STATUS_RESPONSE_VALIDATED
     assert not answer.replayed
 
     result = stubs.result(execution_id)
@@ -111,7 +111,7 @@ def test_respond_is_idempotent_per_key(stubs: Stubs) -> None:
     again = stubs.respond(pending.round_id, "same-key")
     assert again.replayed
     assert again.round_id == pending.round_id
-    assert again.status == elicitation_pb2.ROUND_STATUS_RESOLVED
+    assert again.status == elicitation_pb2.MANAGED_INPUT_STATUS_RESOLVED
 
 
 def test_get_round_is_redacted(stubs: Stubs) -> None:
@@ -122,7 +122,7 @@ def test_get_round_is_redacted(stubs: Stubs) -> None:
     record = stubs.elicitation.GetRound(
         elicitation_service_pb2.GetRoundRequest(round_id=pending.round_id)
     ).round
-    assert record.status == elicitation_pb2.ROUND_STATUS_RESOLVED
+    assert record.status == elicitation_pb2.MANAGED_INPUT_STATUS_RESOLVED
     assert record.responses.idempotency_key == "redacted-key"
     response = record.responses.responses["shipping_address"]
     assert response.action == elicitation_pb2.ELICITATION_ACTION_ACCEPT
@@ -142,7 +142,9 @@ def test_list_rounds_pages(stubs: Stubs) -> None:
     for _ in range(100):
         page = stubs.elicitation.ListRounds(
             elicitation_service_pb2.ListRoundsRequest(
-                page_size=2, page_token=token, statuses=[elicitation_pb2.ROUND_STATUS_PENDING]
+                page_size=2,
+                page_token=token,
+                statuses=[elicitation_pb2.MANAGED_INPUT_STATUS_PENDING],
             )
         )
         assert len(page.rounds) <= 2
@@ -171,7 +173,7 @@ def test_cancel(stubs: Stubs) -> None:
     record = stubs.elicitation.GetRound(
         elicitation_service_pb2.GetRoundRequest(round_id=pending.round_id)
     ).round
-    assert record.status == elicitation_pb2.ROUND_STATUS_FAILED
+    assert record.status == elicitation_pb2.MANAGED_INPUT_STATUS_FAILED
     # Cancel is idempotent.
     again = stubs.executions.Cancel(execution_service_pb2.CancelRequest(execution_id=execution_id))
     assert again.state.outcome == execution_pb2.EXECUTION_OUTCOME_CANCELLED

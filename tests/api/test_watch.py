@@ -33,7 +33,7 @@ def key(event: execution_service_pb2.WatchPendingResponse) -> Key:
         return ("pending", event.round_pending.round_id)
     if kind == "round_left_pending":
         left = event.round_left_pending
-        return ("left", left.round_id, elicitation_pb2.RoundStatus.Name(left.status))
+        return ("left", left.round_id, elicitation_pb2.ManagedInputStatus.Name(left.status))
     finished = event.execution_finished
     return (
         "finished",
@@ -124,7 +124,7 @@ def test_snapshot_live_filter_and_resume(server: ServerProcess) -> None:
     assert watch.take(1) == [("pending", r3)]  # live
     stubs.respond(r1, "k1")
     assert watch.take_until(("finished", e1, "EXECUTION_OUTCOME_SUCCEEDED")) == [
-        ("left", r1, "ROUND_STATUS_RESPONSE_VALIDATED"),
+        ("left", r1, "MANAGED_INPUT_STATUS_RESPONSE_VALIDATED"),
         ("finished", e1, "EXECUTION_OUTCOME_SUCCEEDED"),
     ]
 
@@ -146,7 +146,7 @@ def test_snapshot_live_filter_and_resume(server: ServerProcess) -> None:
     assert only_e2.take(1) == [("pending", r2)]
     stubs.respond(r2, "k2")
     assert only_e2.end() == [
-        ("left", r2, "ROUND_STATUS_RESPONSE_VALIDATED"),
+        ("left", r2, "MANAGED_INPUT_STATUS_RESPONSE_VALIDATED"),
         ("finished", e2, "EXECUTION_OUTCOME_SUCCEEDED"),
     ]
     assert only_e2.error is None
@@ -188,15 +188,15 @@ def test_resume_across_a_restart(server: ServerProcess) -> None:
     shutdown_events = resumed.take(4)
     assert sorted(shutdown_events) == sorted(
         [
-            ("left", r1, "ROUND_STATUS_FAILED"),
+            ("left", r1, "MANAGED_INPUT_STATUS_FAILED"),
             ("finished", e1, "EXECUTION_OUTCOME_FAILED"),
-            ("left", r2, "ROUND_STATUS_FAILED"),
+            ("left", r2, "MANAGED_INPUT_STATUS_FAILED"),
             ("finished", e2, "EXECUTION_OUTCOME_FAILED"),
         ]
     )
-    assert shutdown_events.index(("left", r1, "ROUND_STATUS_FAILED")) < shutdown_events.index(
-        ("finished", e1, "EXECUTION_OUTCOME_FAILED")
-    )
+    assert shutdown_events.index(
+        ("left", r1, "MANAGED_INPUT_STATUS_FAILED")
+    ) < shutdown_events.index(("finished", e1, "EXECUTION_OUTCOME_FAILED"))
     finished = [e for e in resumed.events if e.WhichOneof("event") == "execution_finished"]
     assert all(e.execution_finished.failure_code == "worker_shutdown" for e in finished)
     e3 = stubs.submit_managed()

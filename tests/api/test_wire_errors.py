@@ -78,7 +78,7 @@ def test_late_respond_after_recovery_is_recovery_unavailable(tmp_path: Path) -> 
         record = stubs.elicitation.GetRound(
             elicitation_service_pb2.GetRoundRequest(round_id=round_id), timeout=30
         ).round
-        assert record.status == elicitation_pb2.ROUND_STATUS_FAILED
+        assert record.status == elicitation_pb2.MANAGED_INPUT_STATUS_FAILED
         assert record.failure_code == "recovery_unavailable"
         caught = expect_failure(stubs.elicitation.Respond, respond_request(round_id, "late"))
     finally:

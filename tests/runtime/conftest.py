@@ -6,7 +6,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import pytest
 
@@ -20,7 +20,7 @@ from m3grpc import (
 )
 from m3grpc.servers import ServerBinding
 from m3grpc.storage import SQLiteExecutionStore
-from m3grpc.types import ExecutionStatus
+from m3grpc.types import ExecutionStatus, HumanInput
 
 MCP_SERVERS = Path(__file__).resolve().parents[1] / "mcp_servers"
 T = TypeVar("T")
@@ -89,6 +89,27 @@ def text_of(result: object) -> str:
 
 ADDRESS = {"street": "1 Main Street", "city": "Pune"}
 BOOKED = "booked shipment to 1 Main Street, Pune"
+
+
+SHIPPING_PROMPT = "Ask for the delivery address, then book the shipment."
+
+
+def submit_tool(
+    kit: MCPTestKit,
+    tool: str,
+    *,
+    variant: str = "legacy",
+    prompt: str = SHIPPING_PROMPT,
+    human_input: HumanInput = "managed",
+    **options: Any,
+) -> ExecutionHandle:
+    """A scripted agent's run of `tool` ("<server>:<tool>" of a tests/mcp_servers server)."""
+    agent = kit.agents([{"harness": "scripted", "models": []}])[0]
+    server = mcp_server(tool.split(":")[0], variant)
+    handle: ExecutionHandle = agent.submit(
+        prompt, server=server, tools=[tool], human_input=human_input, **options
+    )
+    return handle
 
 
 def book_shipment_managed(kit: MCPTestKit, server: ServerBinding) -> tuple[str, ExecutionResult]:

@@ -28,19 +28,22 @@ from m3grpc.types import (
     ManagedInputStatus,
     PendingElicitationRound,
 )
-from tests.runtime.conftest import eventually, mcp_server, text_of, wait_pending
+from tests.runtime.conftest import (
+    SHIPPING_PROMPT,
+    eventually,
+    mcp_server,
+    submit_tool,
+    text_of,
+    wait_pending,
+)
 
 ADDRESS = ElicitationResponse(action="accept", content={"street": "1 Main Street", "city": "Pune"})
-PROMPT = "Ask for the delivery address, then book the shipment."
+PROMPT = SHIPPING_PROMPT
 
 
 @pytest.mark.parametrize("variant", ["legacy", "mrtr"])
 def test_seed_program(kit: MCPTestKit, store: SQLiteExecutionStore, variant: str) -> None:
-    shipping_server = mcp_server("shipping", variant)
-    agent = kit.agents([{"harness": "scripted", "models": []}])[0]
-    handle = agent.submit(
-        PROMPT, server=shipping_server, tools=["shipping:book_shipment"], human_input="managed"
-    )
+    handle = submit_tool(kit, "shipping:book_shipment", variant=variant)
     pending = wait_pending(handle)
     assert handle.snapshot().lifecycle is ExecutionStatus.WAITING_FOR_INPUT
     assert pending.execution_id == handle.execution_id
@@ -73,13 +76,7 @@ def test_seed_program(kit: MCPTestKit, store: SQLiteExecutionStore, variant: str
 
 @pytest.mark.parametrize("action", ["decline", "cancel"])
 def test_decline_and_cancel_actions(kit: MCPTestKit, action: str) -> None:
-    agent = kit.agents([{"harness": "scripted", "models": []}])[0]
-    handle = agent.submit(
-        PROMPT,
-        server=mcp_server("shipping"),
-        tools=["shipping:book_shipment"],
-        human_input="managed",
-    )
+    handle = submit_tool(kit, "shipping:book_shipment")
     pending = wait_pending(handle)
     handle.respond_elicitation(
         pending.round_id,
@@ -92,13 +89,7 @@ def test_decline_and_cancel_actions(kit: MCPTestKit, action: str) -> None:
 
 
 def test_invalid_response_leaves_round_pending_then_valid_one_wins(kit: MCPTestKit) -> None:
-    agent = kit.agents([{"harness": "scripted", "models": []}])[0]
-    handle = agent.submit(
-        PROMPT,
-        server=mcp_server("shipping", "mrtr"),
-        tools=["shipping:book_shipment"],
-        human_input="managed",
-    )
+    handle = submit_tool(kit, "shipping:book_shipment", variant="mrtr")
     pending = wait_pending(handle)
     with pytest.raises(ManagedInputValidationError) as caught:
         handle.respond_elicitation(
@@ -128,12 +119,8 @@ def test_invalid_response_leaves_round_pending_then_valid_one_wins(kit: MCPTestK
 
 
 def test_two_rounds_in_one_operation(kit: MCPTestKit, store: SQLiteExecutionStore) -> None:
-    agent = kit.agents([{"harness": "scripted", "models": []}])[0]
-    handle = agent.submit(
-        "Book with confirmation",
-        server=mcp_server("shipping", "mrtr"),
-        tools=["shipping:book_confirmed_shipment"],
-        human_input="managed",
+    handle = submit_tool(
+        kit, "shipping:book_confirmed_shipment", variant="mrtr", prompt="Book with confirmation"
     )
     first = wait_pending(handle)
     handle.respond_elicitation(first.round_id, {"shipping_address": ADDRESS}, idempotency_key="a")
@@ -165,13 +152,7 @@ def test_two_rounds_in_one_operation(kit: MCPTestKit, store: SQLiteExecutionStor
 
 
 def test_url_mode_accept_records_consent(kit: MCPTestKit) -> None:
-    agent = kit.agents([{"harness": "scripted", "models": []}])[0]
-    handle = agent.submit(
-        "Pay",
-        server=mcp_server("payment"),
-        tools=["payment:authorize_payment"],
-        human_input="managed",
-    )
+    handle = submit_tool(kit, "payment:authorize_payment", prompt="Pay")
     pending = wait_pending(handle)
     ((key, request),) = pending.requests.items()
     assert isinstance(request, UrlElicitationRequest)
@@ -192,14 +173,7 @@ def test_url_mode_accept_records_consent(kit: MCPTestKit) -> None:
 def test_round_deadline_expiry_fails_round_and_operation(
     kit: MCPTestKit, store: SQLiteExecutionStore
 ) -> None:
-    agent = kit.agents([{"harness": "scripted", "models": []}])[0]
-    handle = agent.submit(
-        PROMPT,
-        server=mcp_server("shipping"),
-        tools=["shipping:book_shipment"],
-        human_input="managed",
-        round_timeout_seconds=1.0,
-    )
+    handle = submit_tool(kit, "shipping:book_shipment", round_timeout_seconds=1.0)
     pending = wait_pending(handle)
     assert pending.deadline is not None and pending.deadline > pending.created_at
     result = handle.result(timeout=60)
@@ -215,13 +189,7 @@ def test_round_deadline_expiry_fails_round_and_operation(
 
 
 def test_cancel_while_pending(kit: MCPTestKit, store: SQLiteExecutionStore) -> None:
-    agent = kit.agents([{"harness": "scripted", "models": []}])[0]
-    handle = agent.submit(
-        PROMPT,
-        server=mcp_server("shipping"),
-        tools=["shipping:book_shipment"],
-        human_input="managed",
-    )
+    handle = submit_tool(kit, "shipping:book_shipment")
     pending = wait_pending(handle)
     handle.cancel()
     result = handle.result(timeout=60)
@@ -237,13 +205,7 @@ def test_cancel_while_pending(kit: MCPTestKit, store: SQLiteExecutionStore) -> N
 
 
 def test_result_wait_timeout_is_typed(kit: MCPTestKit) -> None:
-    agent = kit.agents([{"harness": "scripted", "models": []}])[0]
-    handle = agent.submit(
-        PROMPT,
-        server=mcp_server("shipping"),
-        tools=["shipping:book_shipment"],
-        human_input="managed",
-    )
+    handle = submit_tool(kit, "shipping:book_shipment")
     wait_pending(handle)
     started = time.monotonic()
     with pytest.raises(ResultWaitTimeout) as caught:
@@ -363,13 +325,8 @@ def test_prompt_and_resource_rounds(
 def test_round_limit_exceeded_fails_the_operation(
     kit: MCPTestKit, store: SQLiteExecutionStore, variant: str
 ) -> None:
-    agent = kit.agents([{"harness": "scripted", "models": []}])[0]
-    handle = agent.submit(
-        "Keep answering",
-        server=mcp_server("shipping", variant),
-        tools=["shipping:keep_asking"],
-        human_input="managed",
-        round_limit=2,
+    handle = submit_tool(
+        kit, "shipping:keep_asking", variant=variant, prompt="Keep answering", round_limit=2
     )
     answered: list[str] = []
     for _ in range(2):

@@ -8,20 +8,14 @@ from m3grpc import ElicitationResponse, MCPTestKit, UrlElicitationRequest
 from m3grpc.servers import ServerBinding
 from m3grpc.storage import SQLiteExecutionStore
 from m3grpc.types import ExecutionOutcome, ManagedInputStatus
-from tests.runtime.conftest import eventually, mcp_server, text_of, wait_pending
+from tests.runtime.conftest import eventually, submit_tool, text_of, wait_pending
 from tests.support.everything import TRANSPORTS, Transport, everything_binding
 
 
 def test_managed_round_accept_retries_the_call(
     kit: MCPTestKit, store: SQLiteExecutionStore
 ) -> None:
-    agent = kit.agents([{"harness": "scripted", "models": []}])[0]
-    handle = agent.submit(
-        "Open the vault.",
-        server=mcp_server("url_required"),
-        tools=["url_required:open_vault"],
-        human_input="managed",
-    )
+    handle = submit_tool(kit, "url_required:open_vault", prompt="Open the vault.")
     pending = wait_pending(handle)
     [(key, request)] = pending.requests.items()
     assert key == "vault-login"
@@ -50,13 +44,7 @@ def test_managed_round_accept_retries_the_call(
 def test_managed_round_decline_fails_the_operation(
     kit: MCPTestKit, store: SQLiteExecutionStore
 ) -> None:
-    agent = kit.agents([{"harness": "scripted", "models": []}])[0]
-    handle = agent.submit(
-        "Open the vault.",
-        server=mcp_server("url_required"),
-        tools=["url_required:open_vault"],
-        human_input="managed",
-    )
+    handle = submit_tool(kit, "url_required:open_vault", prompt="Open the vault.")
     pending = wait_pending(handle)
     handle.respond_elicitation(
         pending.round_id,
@@ -75,11 +63,11 @@ def test_managed_round_decline_fails_the_operation(
 
 
 def test_fail_mode_plan_answers_the_error(kit: MCPTestKit) -> None:
-    agent = kit.agents([{"harness": "scripted", "models": []}])[0]
-    handle = agent.submit(
-        "Sign.",
-        server=mcp_server("url_required"),
-        tools=["url_required:sign_contract"],
+    handle = submit_tool(
+        kit,
+        "url_required:sign_contract",
+        prompt="Sign.",
+        human_input="fail",
         elicitation_plan={"rules": [{"operation_name": "sign_contract", "action": "accept"}]},
     )
     result = handle.result(timeout=60)
@@ -98,12 +86,8 @@ def test_fail_mode_plan_answers_the_error(kit: MCPTestKit) -> None:
 def test_fail_mode_without_consent_fails(
     kit: MCPTestKit, plan: dict[str, object] | None, code: str
 ) -> None:
-    agent = kit.agents([{"harness": "scripted", "models": []}])[0]
-    handle = agent.submit(
-        "Sign.",
-        server=mcp_server("url_required"),
-        tools=["url_required:sign_contract"],
-        elicitation_plan=plan,
+    handle = submit_tool(
+        kit, "url_required:sign_contract", prompt="Sign.", human_input="fail", elicitation_plan=plan
     )
     result = handle.result(timeout=60)
     assert result.outcome is ExecutionOutcome.FAILED

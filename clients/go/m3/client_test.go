@@ -44,7 +44,7 @@ func (f *fakeService) Submit(_ context.Context, req *m3v1.SubmitRequest) (*m3v1.
 			&errdetails.ResourceInfo{ResourceType: "m3grpc.dev/ServerBinding", ResourceName: "nowhere"})
 		return nil, st.Err()
 	}
-	state := &m3v1.ExecutionState{ExecutionId: "exe_1", Lifecycle: m3.LifecycleQueued}
+	state := &m3v1.ExecutionState{ExecutionId: "exe_1", Lifecycle: m3.ExecutionStatusQueued}
 	return &m3v1.SubmitResponse{ExecutionId: "exe_1", State: state}, nil
 }
 
@@ -64,7 +64,7 @@ func (f *fakeService) GetPending(_ context.Context, req *m3v1.GetPendingRequest)
 
 func (f *fakeService) Respond(_ context.Context, req *m3v1.RespondRequest) (*m3v1.RespondResponse, error) {
 	f.responded = req
-	return &m3v1.RespondResponse{RoundId: req.GetRoundId(), Status: m3.RoundStatusResponseValidated}, nil
+	return &m3v1.RespondResponse{RoundId: req.GetRoundId(), Status: m3.ManagedInputStatusResponseValidated}, nil
 }
 
 func (f *fakeService) WatchPending(req *m3v1.WatchPendingRequest, stream grpc.ServerStreamingServer[m3v1.WatchPendingResponse]) error {
@@ -191,7 +191,7 @@ func TestGetPendingAndRespond(t *testing.T) {
 		"consent": m3.Decline(),
 		"other":   m3.Dismiss(),
 	}, "key-1")
-	if err != nil || res.GetStatus() != m3.RoundStatusResponseValidated || res.GetReplayed() {
+	if err != nil || res.GetStatus() != m3.ManagedInputStatusResponseValidated || res.GetReplayed() {
 		t.Fatalf("Respond = %v, %v", res, err)
 	}
 	got := f.responded
@@ -214,7 +214,7 @@ func TestGetPendingAndRespond(t *testing.T) {
 func watchEvents() []*m3v1.WatchPendingResponse {
 	return []*m3v1.WatchPendingResponse{
 		{Cursor: "c1", Event: &m3v1.WatchPendingResponse_RoundPending{RoundPending: &m3v1.PendingElicitationRound{RoundId: "rnd_1"}}},
-		{Cursor: "c2", Event: &m3v1.WatchPendingResponse_RoundLeftPending{RoundLeftPending: &m3v1.RoundLeftPending{RoundId: "rnd_1", Status: m3.RoundStatusResponseValidated}}},
+		{Cursor: "c2", Event: &m3v1.WatchPendingResponse_RoundLeftPending{RoundLeftPending: &m3v1.RoundLeftPending{RoundId: "rnd_1", Status: m3.ManagedInputStatusResponseValidated}}},
 		{Cursor: "c3"}, // an event kind this client does not know: skipped
 		{Cursor: "c4", Event: &m3v1.WatchPendingResponse_ExecutionFinished{ExecutionFinished: &m3v1.ExecutionState{Outcome: m3.OutcomeSucceeded}}},
 	}
@@ -236,7 +236,7 @@ func TestWatchPendingUntilTheServerEndsIt(t *testing.T) {
 				t.Errorf("round = %v", ev.Round)
 			}
 		case m3.EventRoundLeftPending:
-			if ev.Left.GetStatus() != m3.RoundStatusResponseValidated {
+			if ev.Left.GetStatus() != m3.ManagedInputStatusResponseValidated {
 				t.Errorf("left = %v", ev.Left)
 			}
 		case m3.EventExecutionFinished:

@@ -28,12 +28,12 @@ type (
 
 	// HumanInput is what happens at an elicitation no plan answers.
 	HumanInput = m3v1.HumanInput
-	// ExecutionLifecycle is where an execution is in its lifecycle.
-	ExecutionLifecycle = m3v1.ExecutionLifecycle
+	// ExecutionStatus is where an execution is in its lifecycle.
+	ExecutionStatus = m3v1.ExecutionStatus
 	// ExecutionOutcome is how a finished execution ended.
 	ExecutionOutcome = m3v1.ExecutionOutcome
-	// RoundStatus is the status of an elicitation round.
-	RoundStatus = m3v1.RoundStatus
+	// ManagedInputStatus is the status of an elicitation round.
+	ManagedInputStatus = m3v1.ManagedInputStatus
 	// OperationKind is the category of an MCP operation.
 	OperationKind = m3v1.OperationKind
 	// Action is an MCP elicitation action (accept, decline, cancel).
@@ -45,10 +45,10 @@ const (
 	HumanInputFail    = m3v1.HumanInput_HUMAN_INPUT_FAIL
 	HumanInputManaged = m3v1.HumanInput_HUMAN_INPUT_MANAGED
 
-	LifecycleQueued          = m3v1.ExecutionLifecycle_EXECUTION_LIFECYCLE_QUEUED
-	LifecycleRunning         = m3v1.ExecutionLifecycle_EXECUTION_LIFECYCLE_RUNNING
-	LifecycleWaitingForInput = m3v1.ExecutionLifecycle_EXECUTION_LIFECYCLE_WAITING_FOR_INPUT
-	LifecycleFinished        = m3v1.ExecutionLifecycle_EXECUTION_LIFECYCLE_FINISHED
+	ExecutionStatusQueued          = m3v1.ExecutionStatus_EXECUTION_STATUS_QUEUED
+	ExecutionStatusRunning         = m3v1.ExecutionStatus_EXECUTION_STATUS_RUNNING
+	ExecutionStatusWaitingForInput = m3v1.ExecutionStatus_EXECUTION_STATUS_WAITING_FOR_INPUT
+	ExecutionStatusFinished        = m3v1.ExecutionStatus_EXECUTION_STATUS_FINISHED
 
 	// Outcomes. Every outcome but OutcomeSucceeded has a FailureCode saying why:
 	// `cancelled` for OutcomeCancelled (a caller's Cancel, and only that); the
@@ -58,12 +58,12 @@ const (
 	OutcomeFailed    = m3v1.ExecutionOutcome_EXECUTION_OUTCOME_FAILED
 	OutcomeCancelled = m3v1.ExecutionOutcome_EXECUTION_OUTCOME_CANCELLED
 
-	RoundStatusPending           = m3v1.RoundStatus_ROUND_STATUS_PENDING
-	RoundStatusResponseValidated = m3v1.RoundStatus_ROUND_STATUS_RESPONSE_VALIDATED
-	RoundStatusDeliveryStarted   = m3v1.RoundStatus_ROUND_STATUS_DELIVERY_STARTED
-	RoundStatusDelivered         = m3v1.RoundStatus_ROUND_STATUS_DELIVERED
-	RoundStatusResolved          = m3v1.RoundStatus_ROUND_STATUS_RESOLVED
-	RoundStatusFailed            = m3v1.RoundStatus_ROUND_STATUS_FAILED
+	ManagedInputStatusPending           = m3v1.ManagedInputStatus_MANAGED_INPUT_STATUS_PENDING
+	ManagedInputStatusResponseValidated = m3v1.ManagedInputStatus_MANAGED_INPUT_STATUS_RESPONSE_VALIDATED
+	ManagedInputStatusDeliveryStarted   = m3v1.ManagedInputStatus_MANAGED_INPUT_STATUS_DELIVERY_STARTED
+	ManagedInputStatusDelivered         = m3v1.ManagedInputStatus_MANAGED_INPUT_STATUS_DELIVERED
+	ManagedInputStatusResolved          = m3v1.ManagedInputStatus_MANAGED_INPUT_STATUS_RESOLVED
+	ManagedInputStatusFailed            = m3v1.ManagedInputStatus_MANAGED_INPUT_STATUS_FAILED
 
 	OperationKindTool     = m3v1.OperationKind_OPERATION_KIND_TOOL
 	OperationKindPrompt   = m3v1.OperationKind_OPERATION_KIND_PROMPT

@@ -14,7 +14,7 @@ import type { CallOptions as ConnectCallOptions, Client } from "@connectrpc/conn
 import { Http2SessionManager, createGrpcTransport } from "@connectrpc/connect-node";
 import { InternalError, ModelValidationError, toM3Error } from "./errors.js";
 import { ElicitationAction } from "./gen/m3/v1/elicitation_pb.js";
-import type { PendingElicitationRound, RoundStatus } from "./gen/m3/v1/elicitation_pb.js";
+import type { PendingElicitationRound, ManagedInputStatus } from "./gen/m3/v1/elicitation_pb.js";
 import { ElicitationService } from "./gen/m3/v1/elicitation_service_pb.js";
 import type { RespondResponse } from "./gen/m3/v1/elicitation_service_pb.js";
 import { HumanInput } from "./gen/m3/v1/execution_pb.js";
@@ -126,8 +126,8 @@ export interface RoundLeftPendingEvent {
   readonly cursor: string;
   readonly roundId: string;
   readonly executionId: string;
-  /** `RoundStatus.RESPONSE_VALIDATED` or `RoundStatus.FAILED`. */
-  readonly status: RoundStatus;
+  /** `ManagedInputStatus.RESPONSE_VALIDATED` or `ManagedInputStatus.FAILED`. */
+  readonly status: ManagedInputStatus;
 }
 
 /** An execution finished; its final state. */

@@ -15,9 +15,9 @@ import type { JsonObject, JsonValue } from "@bufbuild/protobuf";
 import { M3Client } from "./client.js";
 import type { ElicitationAnswer, HumanInputMode, ResponseAction, WatchEvent } from "./client.js";
 import { M3Error, errorClassFor } from "./errors.js";
-import { RoundStatus } from "./gen/m3/v1/elicitation_pb.js";
+import { ManagedInputStatus } from "./gen/m3/v1/elicitation_pb.js";
 import type { PendingElicitationRound } from "./gen/m3/v1/elicitation_pb.js";
-import { ExecutionLifecycle, ExecutionOutcome, OperationKind } from "./gen/m3/v1/execution_pb.js";
+import { ExecutionStatus, ExecutionOutcome, OperationKind } from "./gen/m3/v1/execution_pb.js";
 import type { ExecutionResult } from "./gen/m3/v1/execution_pb.js";
 
 const LANGUAGE = "typescript";
@@ -104,7 +104,7 @@ function eventLabel(event: WatchEvent): string {
     case "round_pending":
       return "round_pending";
     case "round_left_pending":
-      return `round_left_pending:${RoundStatus[event.status]}`;
+      return `round_left_pending:${ManagedInputStatus[event.status]}`;
     case "execution_finished":
       return `execution_finished:${ExecutionOutcome[event.state.outcome]}`;
   }
@@ -255,7 +255,7 @@ class ScenarioRun {
     onlyKeys(expect, ["lifecycle", "outcome"], "expect");
     const state = await this.client.snapshot(this.execution(step));
     if (expect["lifecycle"] !== undefined) {
-      expectEqual("lifecycle", ExecutionLifecycle[state.lifecycle], expect["lifecycle"]);
+      expectEqual("lifecycle", ExecutionStatus[state.lifecycle], expect["lifecycle"]);
     }
     if (expect["outcome"] !== undefined) {
       expectEqual("outcome", ExecutionOutcome[state.outcome], expect["outcome"]);
@@ -281,7 +281,7 @@ class ScenarioRun {
       idempotencyKey: string(step["idempotency_key"], "idempotency_key"),
     });
     if (expect["status"] !== undefined) {
-      expectEqual("status", RoundStatus[outcome.status], expect["status"]);
+      expectEqual("status", ManagedInputStatus[outcome.status], expect["status"]);
     }
     if (expect["replayed"] !== undefined) {
       expectEqual("replayed", outcome.replayed, expect["replayed"]);

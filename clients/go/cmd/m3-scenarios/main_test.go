@@ -41,8 +41,8 @@ func TestEnumNames(t *testing.T) {
 	}
 	for want, value := range map[string]protoreflect.Enum{
 		"SUCCEEDED":          m3.OutcomeSucceeded,
-		"WAITING_FOR_INPUT":  m3.LifecycleWaitingForInput,
-		"RESPONSE_VALIDATED": m3.RoundStatusResponseValidated,
+		"WAITING_FOR_INPUT":  m3.ExecutionStatusWaitingForInput,
+		"RESPONSE_VALIDATED": m3.ManagedInputStatusResponseValidated,
 		"TOOL":               m3.OperationKindTool,
 		"UNSPECIFIED":        m3.ExecutionOutcome(0),
 	} {

@@ -17,7 +17,7 @@ import { connectNodeAdapter } from "@connectrpc/connect-node";
 import {
   ERROR_DOMAIN,
   ErrorReason,
-  ExecutionLifecycle,
+  ExecutionStatus,
   ExecutionNotFoundError,
   ExecutionService,
   InternalError,
@@ -29,7 +29,7 @@ import {
   ResultWaitTimeoutError,
   OperationTimeoutError,
   RoundNotFoundError,
-  RoundStatus,
+  ManagedInputStatus,
   WorkQueueFullError,
   errorClassFor,
   toM3Error,
@@ -254,11 +254,11 @@ test("watchPending yields typed events with cursors, and typed errors", async ()
           yield { cursor: "c1", event: { case: "roundPending", value: { roundId: "rnd_1", executionId: request.executionId } } };
           yield {
             cursor: "c2",
-            event: { case: "roundLeftPending", value: { roundId: "rnd_1", executionId: request.executionId, status: RoundStatus.RESPONSE_VALIDATED } },
+            event: { case: "roundLeftPending", value: { roundId: "rnd_1", executionId: request.executionId, status: ManagedInputStatus.RESPONSE_VALIDATED } },
           };
           yield {
             cursor: "c3",
-            event: { case: "executionFinished", value: { executionId: request.executionId, lifecycle: ExecutionLifecycle.FINISHED } },
+            event: { case: "executionFinished", value: { executionId: request.executionId, lifecycle: ExecutionStatus.FINISHED } },
           };
         },
       }),

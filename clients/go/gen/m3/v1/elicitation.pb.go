@@ -83,81 +83,82 @@ func (ElicitationAction) EnumDescriptor() ([]byte, []int) {
 	return file_m3_v1_elicitation_proto_rawDescGZIP(), []int{0}
 }
 
-// The status of an elicitation round. A round moves forward only:
+// The status of an elicitation round (named like the Python
+// `ManagedInputStatus`). A round moves forward only:
 // PENDING -> RESPONSE_VALIDATED -> DELIVERY_STARTED -> DELIVERED -> RESOLVED,
 // and any non-terminal status -> FAILED.
-type RoundStatus int32
+type ManagedInputStatus int32
 
 const (
 	// Never set by the service.
-	RoundStatus_ROUND_STATUS_UNSPECIFIED RoundStatus = 0
+	ManagedInputStatus_MANAGED_INPUT_STATUS_UNSPECIFIED ManagedInputStatus = 0
 	// Waiting for a response. The only status in which `Respond` is accepted
 	// (except for idempotent repeats).
-	RoundStatus_ROUND_STATUS_PENDING RoundStatus = 1
+	ManagedInputStatus_MANAGED_INPUT_STATUS_PENDING ManagedInputStatus = 1
 	// A response was validated and stored; a worker will deliver it.
-	RoundStatus_ROUND_STATUS_RESPONSE_VALIDATED RoundStatus = 2
+	ManagedInputStatus_MANAGED_INPUT_STATUS_RESPONSE_VALIDATED ManagedInputStatus = 2
 	// A worker is delivering the response to the MCP server.
-	RoundStatus_ROUND_STATUS_DELIVERY_STARTED RoundStatus = 3
+	ManagedInputStatus_MANAGED_INPUT_STATUS_DELIVERY_STARTED ManagedInputStatus = 3
 	// The response reached the MCP server (legacy elicitation: it was handed to
 	// the MCP session to send; 2026-07-28: the server replied to the retry);
 	// the operation goes on.
-	RoundStatus_ROUND_STATUS_DELIVERED RoundStatus = 4
+	ManagedInputStatus_MANAGED_INPUT_STATUS_DELIVERED ManagedInputStatus = 4
 	// Terminal: the operation completed (the server returned its result, an
 	// error result included) or asked a new round.
-	RoundStatus_ROUND_STATUS_RESOLVED RoundStatus = 5
+	ManagedInputStatus_MANAGED_INPUT_STATUS_RESOLVED ManagedInputStatus = 5
 	// Terminal: the round failed (deadline expired, execution cancelled, the
 	// operation failed without a result, or recovery unavailable); see its
 	// failure code, which for a failed operation is the operation's (e.g.
 	// `connection_closed`). It never becomes pending again.
-	RoundStatus_ROUND_STATUS_FAILED RoundStatus = 6
+	ManagedInputStatus_MANAGED_INPUT_STATUS_FAILED ManagedInputStatus = 6
 )
 
-// Enum value maps for RoundStatus.
+// Enum value maps for ManagedInputStatus.
 var (
-	RoundStatus_name = map[int32]string{
-		0: "ROUND_STATUS_UNSPECIFIED",
-		1: "ROUND_STATUS_PENDING",
-		2: "ROUND_STATUS_RESPONSE_VALIDATED",
-		3: "ROUND_STATUS_DELIVERY_STARTED",
-		4: "ROUND_STATUS_DELIVERED",
-		5: "ROUND_STATUS_RESOLVED",
-		6: "ROUND_STATUS_FAILED",
+	ManagedInputStatus_name = map[int32]string{
+		0: "MANAGED_INPUT_STATUS_UNSPECIFIED",
+		1: "MANAGED_INPUT_STATUS_PENDING",
+		2: "MANAGED_INPUT_STATUS_RESPONSE_VALIDATED",
+		3: "MANAGED_INPUT_STATUS_DELIVERY_STARTED",
+		4: "MANAGED_INPUT_STATUS_DELIVERED",
+		5: "MANAGED_INPUT_STATUS_RESOLVED",
+		6: "MANAGED_INPUT_STATUS_FAILED",
 	}
-	RoundStatus_value = map[string]int32{
-		"ROUND_STATUS_UNSPECIFIED":        0,
-		"ROUND_STATUS_PENDING":            1,
-		"ROUND_STATUS_RESPONSE_VALIDATED": 2,
-		"ROUND_STATUS_DELIVERY_STARTED":   3,
-		"ROUND_STATUS_DELIVERED":          4,
-		"ROUND_STATUS_RESOLVED":           5,
-		"ROUND_STATUS_FAILED":             6,
+	ManagedInputStatus_value = map[string]int32{
+		"MANAGED_INPUT_STATUS_UNSPECIFIED":        0,
+		"MANAGED_INPUT_STATUS_PENDING":            1,
+		"MANAGED_INPUT_STATUS_RESPONSE_VALIDATED": 2,
+		"MANAGED_INPUT_STATUS_DELIVERY_STARTED":   3,
+		"MANAGED_INPUT_STATUS_DELIVERED":          4,
+		"MANAGED_INPUT_STATUS_RESOLVED":           5,
+		"MANAGED_INPUT_STATUS_FAILED":             6,
 	}
 )
 
-func (x RoundStatus) Enum() *RoundStatus {
-	p := new(RoundStatus)
+func (x ManagedInputStatus) Enum() *ManagedInputStatus {
+	p := new(ManagedInputStatus)
 	*p = x
 	return p
 }
 
-func (x RoundStatus) String() string {
+func (x ManagedInputStatus) String() string {
 	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
 }
 
-func (RoundStatus) Descriptor() protoreflect.EnumDescriptor {
+func (ManagedInputStatus) Descriptor() protoreflect.EnumDescriptor {
 	return file_m3_v1_elicitation_proto_enumTypes[1].Descriptor()
 }
 
-func (RoundStatus) Type() protoreflect.EnumType {
+func (ManagedInputStatus) Type() protoreflect.EnumType {
 	return &file_m3_v1_elicitation_proto_enumTypes[1]
 }
 
-func (x RoundStatus) Number() protoreflect.EnumNumber {
+func (x ManagedInputStatus) Number() protoreflect.EnumNumber {
 	return protoreflect.EnumNumber(x)
 }
 
-// Deprecated: Use RoundStatus.Descriptor instead.
-func (RoundStatus) EnumDescriptor() ([]byte, []int) {
+// Deprecated: Use ManagedInputStatus.Descriptor instead.
+func (ManagedInputStatus) EnumDescriptor() ([]byte, []int) {
 	return file_m3_v1_elicitation_proto_rawDescGZIP(), []int{1}
 }
 
@@ -771,7 +772,7 @@ type ElicitationRound struct {
 	// Output only. The most rounds the operation may ask.
 	RoundLimit int32 `protobuf:"varint,9,opt,name=round_limit,json=roundLimit,proto3" json:"round_limit,omitempty"`
 	// Output only. The round's current status.
-	Status RoundStatus `protobuf:"varint,10,opt,name=status,proto3,enum=m3.v1.RoundStatus" json:"status,omitempty"`
+	Status ManagedInputStatus `protobuf:"varint,10,opt,name=status,proto3,enum=m3.v1.ManagedInputStatus" json:"status,omitempty"`
 	// Output only. The redacted responses; unset until a response was
 	// validated.
 	Responses *RedactedResponses `protobuf:"bytes,11,opt,name=responses,proto3" json:"responses,omitempty"`
@@ -896,11 +897,11 @@ func (x *ElicitationRound) GetRoundLimit() int32 {
 	return 0
 }
 
-func (x *ElicitationRound) GetStatus() RoundStatus {
+func (x *ElicitationRound) GetStatus() ManagedInputStatus {
 	if x != nil {
 		return x.Status
 	}
-	return RoundStatus_ROUND_STATUS_UNSPECIFIED
+	return ManagedInputStatus_MANAGED_INPUT_STATUS_UNSPECIFIED
 }
 
 func (x *ElicitationRound) GetResponses() *RedactedResponses {
@@ -1043,7 +1044,7 @@ const file_m3_v1_elicitation_proto_rawDesc = "" +
 	"\x06digest\x18\x03 \x01(\tR\x06digest\x1aU\n" +
 	"\x0eResponsesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12-\n" +
-	"\x05value\x18\x02 \x01(\v2\x17.m3.v1.RedactedResponseR\x05value:\x028\x01\"\xbf\t\n" +
+	"\x05value\x18\x02 \x01(\v2\x17.m3.v1.RedactedResponseR\x05value:\x028\x01\"\xc6\t\n" +
 	"\x10ElicitationRound\x12\x19\n" +
 	"\bround_id\x18\x01 \x01(\tR\aroundId\x12!\n" +
 	"\fexecution_id\x18\x02 \x01(\tR\vexecutionId\x120\n" +
@@ -1055,9 +1056,9 @@ const file_m3_v1_elicitation_proto_rawDesc = "" +
 	"\vround_index\x18\b \x01(\x05R\n" +
 	"roundIndex\x12\x1f\n" +
 	"\vround_limit\x18\t \x01(\x05R\n" +
-	"roundLimit\x12*\n" +
+	"roundLimit\x121\n" +
 	"\x06status\x18\n" +
-	" \x01(\x0e2\x12.m3.v1.RoundStatusR\x06status\x126\n" +
+	" \x01(\x0e2\x19.m3.v1.ManagedInputStatusR\x06status\x126\n" +
 	"\tresponses\x18\v \x01(\v2\x18.m3.v1.RedactedResponsesR\tresponses\x12+\n" +
 	"\x11delivery_attempts\x18\f \x01(\x05R\x10deliveryAttempts\x12;\n" +
 	"\vcreate_time\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\n" +
@@ -1079,15 +1080,15 @@ const file_m3_v1_elicitation_proto_rawDesc = "" +
 	"\x1eELICITATION_ACTION_UNSPECIFIED\x10\x00\x12\x1d\n" +
 	"\x19ELICITATION_ACTION_ACCEPT\x10\x01\x12\x1e\n" +
 	"\x1aELICITATION_ACTION_DECLINE\x10\x02\x12\x1d\n" +
-	"\x19ELICITATION_ACTION_CANCEL\x10\x03*\xdd\x01\n" +
-	"\vRoundStatus\x12\x1c\n" +
-	"\x18ROUND_STATUS_UNSPECIFIED\x10\x00\x12\x18\n" +
-	"\x14ROUND_STATUS_PENDING\x10\x01\x12#\n" +
-	"\x1fROUND_STATUS_RESPONSE_VALIDATED\x10\x02\x12!\n" +
-	"\x1dROUND_STATUS_DELIVERY_STARTED\x10\x03\x12\x1a\n" +
-	"\x16ROUND_STATUS_DELIVERED\x10\x04\x12\x19\n" +
-	"\x15ROUND_STATUS_RESOLVED\x10\x05\x12\x17\n" +
-	"\x13ROUND_STATUS_FAILED\x10\x06B\x86\x01\n" +
+	"\x19ELICITATION_ACTION_CANCEL\x10\x03*\x9c\x02\n" +
+	"\x12ManagedInputStatus\x12$\n" +
+	" MANAGED_INPUT_STATUS_UNSPECIFIED\x10\x00\x12 \n" +
+	"\x1cMANAGED_INPUT_STATUS_PENDING\x10\x01\x12+\n" +
+	"'MANAGED_INPUT_STATUS_RESPONSE_VALIDATED\x10\x02\x12)\n" +
+	"%MANAGED_INPUT_STATUS_DELIVERY_STARTED\x10\x03\x12\"\n" +
+	"\x1eMANAGED_INPUT_STATUS_DELIVERED\x10\x04\x12!\n" +
+	"\x1dMANAGED_INPUT_STATUS_RESOLVED\x10\x05\x12\x1f\n" +
+	"\x1bMANAGED_INPUT_STATUS_FAILED\x10\x06B\x86\x01\n" +
 	"\tcom.m3.v1B\x10ElicitationProtoP\x01Z2github.com/m3grpc/m3grpc/clients/go/gen/m3/v1;m3v1\xa2\x02\x03MXX\xaa\x02\x05M3.V1\xca\x02\x05M3\\V1\xe2\x02\x11M3\\V1\\GPBMetadata\xea\x02\x06M3::V1b\x06proto3"
 
 var (
@@ -1106,7 +1107,7 @@ var file_m3_v1_elicitation_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
 var file_m3_v1_elicitation_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_m3_v1_elicitation_proto_goTypes = []any{
 	(ElicitationAction)(0),          // 0: m3.v1.ElicitationAction
-	(RoundStatus)(0),                // 1: m3.v1.RoundStatus
+	(ManagedInputStatus)(0),         // 1: m3.v1.ManagedInputStatus
 	(*FormElicitation)(nil),         // 2: m3.v1.FormElicitation
 	(*UrlElicitation)(nil),          // 3: m3.v1.UrlElicitation
 	(*ElicitationRequest)(nil),      // 4: m3.v1.ElicitationRequest
@@ -1139,7 +1140,7 @@ var file_m3_v1_elicitation_proto_depIdxs = []int32{
 	11, // 13: m3.v1.RedactedResponses.responses:type_name -> m3.v1.RedactedResponses.ResponsesEntry
 	14, // 14: m3.v1.ElicitationRound.operation_kind:type_name -> m3.v1.OperationKind
 	12, // 15: m3.v1.ElicitationRound.requests:type_name -> m3.v1.ElicitationRound.RequestsEntry
-	1,  // 16: m3.v1.ElicitationRound.status:type_name -> m3.v1.RoundStatus
+	1,  // 16: m3.v1.ElicitationRound.status:type_name -> m3.v1.ManagedInputStatus
 	8,  // 17: m3.v1.ElicitationRound.responses:type_name -> m3.v1.RedactedResponses
 	15, // 18: m3.v1.ElicitationRound.create_time:type_name -> google.protobuf.Timestamp
 	15, // 19: m3.v1.ElicitationRound.update_time:type_name -> google.protobuf.Timestamp

@@ -191,9 +191,10 @@ type RespondResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The round's ID.
 	RoundId string `protobuf:"bytes,1,opt,name=round_id,json=roundId,proto3" json:"round_id,omitempty"`
-	// The round's status after the call: ROUND_STATUS_RESPONSE_VALIDATED for a
-	// first submission; for a replay, whatever status the round has reached.
-	Status RoundStatus `protobuf:"varint,2,opt,name=status,proto3,enum=m3.v1.RoundStatus" json:"status,omitempty"`
+	// The round's status after the call: MANAGED_INPUT_STATUS_RESPONSE_VALIDATED
+	// for a first submission; for a replay, whatever status the round has
+	// reached.
+	Status ManagedInputStatus `protobuf:"varint,2,opt,name=status,proto3,enum=m3.v1.ManagedInputStatus" json:"status,omitempty"`
 	// True when this call repeated an already accepted submission (same
 	// idempotency key and responses) and changed nothing.
 	Replayed      bool `protobuf:"varint,3,opt,name=replayed,proto3" json:"replayed,omitempty"`
@@ -238,11 +239,11 @@ func (x *RespondResponse) GetRoundId() string {
 	return ""
 }
 
-func (x *RespondResponse) GetStatus() RoundStatus {
+func (x *RespondResponse) GetStatus() ManagedInputStatus {
 	if x != nil {
 		return x.Status
 	}
-	return RoundStatus_ROUND_STATUS_UNSPECIFIED
+	return ManagedInputStatus_MANAGED_INPUT_STATUS_UNSPECIFIED
 }
 
 func (x *RespondResponse) GetReplayed() bool {
@@ -359,7 +360,7 @@ type ListRoundsRequest struct {
 	// 128 characters.
 	ExecutionId string `protobuf:"bytes,3,opt,name=execution_id,json=executionId,proto3" json:"execution_id,omitempty"`
 	// Optional. Only rounds whose status is one of these. Empty: any status.
-	Statuses      []RoundStatus `protobuf:"varint,4,rep,packed,name=statuses,proto3,enum=m3.v1.RoundStatus" json:"statuses,omitempty"`
+	Statuses      []ManagedInputStatus `protobuf:"varint,4,rep,packed,name=statuses,proto3,enum=m3.v1.ManagedInputStatus" json:"statuses,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -415,7 +416,7 @@ func (x *ListRoundsRequest) GetExecutionId() string {
 	return ""
 }
 
-func (x *ListRoundsRequest) GetStatuses() []RoundStatus {
+func (x *ListRoundsRequest) GetStatuses() []ManagedInputStatus {
 	if x != nil {
 		return x.Statuses
 	}
@@ -492,21 +493,21 @@ const file_m3_v1_elicitation_service_proto_rawDesc = "" +
 	"\x0fidempotency_key\x18\x03 \x01(\tR\x0eidempotencyKey\x1aX\n" +
 	"\x0eResponsesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x120\n" +
-	"\x05value\x18\x02 \x01(\v2\x1a.m3.v1.ElicitationResponseR\x05value:\x028\x01\"t\n" +
+	"\x05value\x18\x02 \x01(\v2\x1a.m3.v1.ElicitationResponseR\x05value:\x028\x01\"{\n" +
 	"\x0fRespondResponse\x12\x19\n" +
-	"\bround_id\x18\x01 \x01(\tR\aroundId\x12*\n" +
-	"\x06status\x18\x02 \x01(\x0e2\x12.m3.v1.RoundStatusR\x06status\x12\x1a\n" +
+	"\bround_id\x18\x01 \x01(\tR\aroundId\x121\n" +
+	"\x06status\x18\x02 \x01(\x0e2\x19.m3.v1.ManagedInputStatusR\x06status\x12\x1a\n" +
 	"\breplayed\x18\x03 \x01(\bR\breplayed\",\n" +
 	"\x0fGetRoundRequest\x12\x19\n" +
 	"\bround_id\x18\x01 \x01(\tR\aroundId\"A\n" +
 	"\x10GetRoundResponse\x12-\n" +
-	"\x05round\x18\x01 \x01(\v2\x17.m3.v1.ElicitationRoundR\x05round\"\xa2\x01\n" +
+	"\x05round\x18\x01 \x01(\v2\x17.m3.v1.ElicitationRoundR\x05round\"\xa9\x01\n" +
 	"\x11ListRoundsRequest\x12\x1b\n" +
 	"\tpage_size\x18\x01 \x01(\x05R\bpageSize\x12\x1d\n" +
 	"\n" +
 	"page_token\x18\x02 \x01(\tR\tpageToken\x12!\n" +
-	"\fexecution_id\x18\x03 \x01(\tR\vexecutionId\x12.\n" +
-	"\bstatuses\x18\x04 \x03(\x0e2\x12.m3.v1.RoundStatusR\bstatuses\"m\n" +
+	"\fexecution_id\x18\x03 \x01(\tR\vexecutionId\x125\n" +
+	"\bstatuses\x18\x04 \x03(\x0e2\x19.m3.v1.ManagedInputStatusR\bstatuses\"m\n" +
 	"\x12ListRoundsResponse\x12/\n" +
 	"\x06rounds\x18\x01 \x03(\v2\x17.m3.v1.ElicitationRoundR\x06rounds\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken2\x91\x02\n" +
@@ -543,16 +544,16 @@ var file_m3_v1_elicitation_service_proto_goTypes = []any{
 	(*ListRoundsResponse)(nil),      // 7: m3.v1.ListRoundsResponse
 	nil,                             // 8: m3.v1.RespondRequest.ResponsesEntry
 	(*PendingElicitationRound)(nil), // 9: m3.v1.PendingElicitationRound
-	(RoundStatus)(0),                // 10: m3.v1.RoundStatus
+	(ManagedInputStatus)(0),         // 10: m3.v1.ManagedInputStatus
 	(*ElicitationRound)(nil),        // 11: m3.v1.ElicitationRound
 	(*ElicitationResponse)(nil),     // 12: m3.v1.ElicitationResponse
 }
 var file_m3_v1_elicitation_service_proto_depIdxs = []int32{
 	9,  // 0: m3.v1.GetPendingResponse.round:type_name -> m3.v1.PendingElicitationRound
 	8,  // 1: m3.v1.RespondRequest.responses:type_name -> m3.v1.RespondRequest.ResponsesEntry
-	10, // 2: m3.v1.RespondResponse.status:type_name -> m3.v1.RoundStatus
+	10, // 2: m3.v1.RespondResponse.status:type_name -> m3.v1.ManagedInputStatus
 	11, // 3: m3.v1.GetRoundResponse.round:type_name -> m3.v1.ElicitationRound
-	10, // 4: m3.v1.ListRoundsRequest.statuses:type_name -> m3.v1.RoundStatus
+	10, // 4: m3.v1.ListRoundsRequest.statuses:type_name -> m3.v1.ManagedInputStatus
 	11, // 5: m3.v1.ListRoundsResponse.rounds:type_name -> m3.v1.ElicitationRound
 	12, // 6: m3.v1.RespondRequest.ResponsesEntry.value:type_name -> m3.v1.ElicitationResponse
 	0,  // 7: m3.v1.ElicitationService.GetPending:input_type -> m3.v1.GetPendingRequest

@@ -142,65 +142,66 @@ func (OperationKind) EnumDescriptor() ([]byte, []int) {
 	return file_m3_v1_execution_proto_rawDescGZIP(), []int{1}
 }
 
-// The lifecycle of an execution. It only moves forward, except between
+// The lifecycle of an execution, held by `ExecutionState.lifecycle` (named
+// like the Python `ExecutionStatus`). It only moves forward, except between
 // RUNNING and WAITING_FOR_INPUT, which alternate while rounds are answered.
-type ExecutionLifecycle int32
+type ExecutionStatus int32
 
 const (
 	// Never set by the service.
-	ExecutionLifecycle_EXECUTION_LIFECYCLE_UNSPECIFIED ExecutionLifecycle = 0
+	ExecutionStatus_EXECUTION_STATUS_UNSPECIFIED ExecutionStatus = 0
 	// Accepted and waiting for a worker.
-	ExecutionLifecycle_EXECUTION_LIFECYCLE_QUEUED ExecutionLifecycle = 1
+	ExecutionStatus_EXECUTION_STATUS_QUEUED ExecutionStatus = 1
 	// A worker is running it.
-	ExecutionLifecycle_EXECUTION_LIFECYCLE_RUNNING ExecutionLifecycle = 2
+	ExecutionStatus_EXECUTION_STATUS_RUNNING ExecutionStatus = 2
 	// Paused at a pending elicitation round (HUMAN_INPUT_MANAGED only).
-	ExecutionLifecycle_EXECUTION_LIFECYCLE_WAITING_FOR_INPUT ExecutionLifecycle = 3
+	ExecutionStatus_EXECUTION_STATUS_WAITING_FOR_INPUT ExecutionStatus = 3
 	// Terminal: the outcome and the result are final.
-	ExecutionLifecycle_EXECUTION_LIFECYCLE_FINISHED ExecutionLifecycle = 4
+	ExecutionStatus_EXECUTION_STATUS_FINISHED ExecutionStatus = 4
 )
 
-// Enum value maps for ExecutionLifecycle.
+// Enum value maps for ExecutionStatus.
 var (
-	ExecutionLifecycle_name = map[int32]string{
-		0: "EXECUTION_LIFECYCLE_UNSPECIFIED",
-		1: "EXECUTION_LIFECYCLE_QUEUED",
-		2: "EXECUTION_LIFECYCLE_RUNNING",
-		3: "EXECUTION_LIFECYCLE_WAITING_FOR_INPUT",
-		4: "EXECUTION_LIFECYCLE_FINISHED",
+	ExecutionStatus_name = map[int32]string{
+		0: "EXECUTION_STATUS_UNSPECIFIED",
+		1: "EXECUTION_STATUS_QUEUED",
+		2: "EXECUTION_STATUS_RUNNING",
+		3: "EXECUTION_STATUS_WAITING_FOR_INPUT",
+		4: "EXECUTION_STATUS_FINISHED",
 	}
-	ExecutionLifecycle_value = map[string]int32{
-		"EXECUTION_LIFECYCLE_UNSPECIFIED":       0,
-		"EXECUTION_LIFECYCLE_QUEUED":            1,
-		"EXECUTION_LIFECYCLE_RUNNING":           2,
-		"EXECUTION_LIFECYCLE_WAITING_FOR_INPUT": 3,
-		"EXECUTION_LIFECYCLE_FINISHED":          4,
+	ExecutionStatus_value = map[string]int32{
+		"EXECUTION_STATUS_UNSPECIFIED":       0,
+		"EXECUTION_STATUS_QUEUED":            1,
+		"EXECUTION_STATUS_RUNNING":           2,
+		"EXECUTION_STATUS_WAITING_FOR_INPUT": 3,
+		"EXECUTION_STATUS_FINISHED":          4,
 	}
 )
 
-func (x ExecutionLifecycle) Enum() *ExecutionLifecycle {
-	p := new(ExecutionLifecycle)
+func (x ExecutionStatus) Enum() *ExecutionStatus {
+	p := new(ExecutionStatus)
 	*p = x
 	return p
 }
 
-func (x ExecutionLifecycle) String() string {
+func (x ExecutionStatus) String() string {
 	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
 }
 
-func (ExecutionLifecycle) Descriptor() protoreflect.EnumDescriptor {
+func (ExecutionStatus) Descriptor() protoreflect.EnumDescriptor {
 	return file_m3_v1_execution_proto_enumTypes[2].Descriptor()
 }
 
-func (ExecutionLifecycle) Type() protoreflect.EnumType {
+func (ExecutionStatus) Type() protoreflect.EnumType {
 	return &file_m3_v1_execution_proto_enumTypes[2]
 }
 
-func (x ExecutionLifecycle) Number() protoreflect.EnumNumber {
+func (x ExecutionStatus) Number() protoreflect.EnumNumber {
 	return protoreflect.EnumNumber(x)
 }
 
-// Deprecated: Use ExecutionLifecycle.Descriptor instead.
-func (ExecutionLifecycle) EnumDescriptor() ([]byte, []int) {
+// Deprecated: Use ExecutionStatus.Descriptor instead.
+func (ExecutionStatus) EnumDescriptor() ([]byte, []int) {
 	return file_m3_v1_execution_proto_rawDescGZIP(), []int{2}
 }
 
@@ -861,9 +862,9 @@ type ExecutionState struct {
 	// Output only. The execution's ID.
 	ExecutionId string `protobuf:"bytes,1,opt,name=execution_id,json=executionId,proto3" json:"execution_id,omitempty"`
 	// Output only. Where the execution is in its lifecycle.
-	Lifecycle ExecutionLifecycle `protobuf:"varint,2,opt,name=lifecycle,proto3,enum=m3.v1.ExecutionLifecycle" json:"lifecycle,omitempty"`
+	Lifecycle ExecutionStatus `protobuf:"varint,2,opt,name=lifecycle,proto3,enum=m3.v1.ExecutionStatus" json:"lifecycle,omitempty"`
 	// Output only. How it ended; EXECUTION_OUTCOME_UNSPECIFIED until
-	// `lifecycle` is EXECUTION_LIFECYCLE_FINISHED.
+	// `lifecycle` is EXECUTION_STATUS_FINISHED.
 	Outcome ExecutionOutcome `protobuf:"varint,3,opt,name=outcome,proto3,enum=m3.v1.ExecutionOutcome" json:"outcome,omitempty"`
 	// Output only. The effective human input mode: HUMAN_INPUT_FAIL or
 	// HUMAN_INPUT_MANAGED, never HUMAN_INPUT_UNSPECIFIED.
@@ -923,11 +924,11 @@ func (x *ExecutionState) GetExecutionId() string {
 	return ""
 }
 
-func (x *ExecutionState) GetLifecycle() ExecutionLifecycle {
+func (x *ExecutionState) GetLifecycle() ExecutionStatus {
 	if x != nil {
 		return x.Lifecycle
 	}
-	return ExecutionLifecycle_EXECUTION_LIFECYCLE_UNSPECIFIED
+	return ExecutionStatus_EXECUTION_STATUS_UNSPECIFIED
 }
 
 func (x *ExecutionState) GetOutcome() ExecutionOutcome {
@@ -1545,10 +1546,10 @@ const file_m3_v1_execution_proto_rawDesc = "" +
 	"\toperation\x18\x02 \x01(\v2\x14.m3.v1.OperationStepR\toperation\x12A\n" +
 	"\x10elicitation_plan\x18\x03 \x01(\v2\x16.m3.v1.ElicitationPlanR\x0felicitationPlan\x12\x1f\n" +
 	"\vround_limit\x18\x04 \x01(\x05R\n" +
-	"roundLimit\"\xd6\x03\n" +
+	"roundLimit\"\xd3\x03\n" +
 	"\x0eExecutionState\x12!\n" +
-	"\fexecution_id\x18\x01 \x01(\tR\vexecutionId\x127\n" +
-	"\tlifecycle\x18\x02 \x01(\x0e2\x19.m3.v1.ExecutionLifecycleR\tlifecycle\x121\n" +
+	"\fexecution_id\x18\x01 \x01(\tR\vexecutionId\x124\n" +
+	"\tlifecycle\x18\x02 \x01(\x0e2\x16.m3.v1.ExecutionStatusR\tlifecycle\x121\n" +
 	"\aoutcome\x18\x03 \x01(\x0e2\x17.m3.v1.ExecutionOutcomeR\aoutcome\x122\n" +
 	"\vhuman_input\x18\x04 \x01(\x0e2\x11.m3.v1.HumanInputR\n" +
 	"humanInput\x12;\n" +
@@ -1608,13 +1609,13 @@ const file_m3_v1_execution_proto_rawDesc = "" +
 	"\x1aOPERATION_KIND_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13OPERATION_KIND_TOOL\x10\x01\x12\x19\n" +
 	"\x15OPERATION_KIND_PROMPT\x10\x02\x12\x1b\n" +
-	"\x17OPERATION_KIND_RESOURCE\x10\x03*\xc7\x01\n" +
-	"\x12ExecutionLifecycle\x12#\n" +
-	"\x1fEXECUTION_LIFECYCLE_UNSPECIFIED\x10\x00\x12\x1e\n" +
-	"\x1aEXECUTION_LIFECYCLE_QUEUED\x10\x01\x12\x1f\n" +
-	"\x1bEXECUTION_LIFECYCLE_RUNNING\x10\x02\x12)\n" +
-	"%EXECUTION_LIFECYCLE_WAITING_FOR_INPUT\x10\x03\x12 \n" +
-	"\x1cEXECUTION_LIFECYCLE_FINISHED\x10\x04*\x95\x01\n" +
+	"\x17OPERATION_KIND_RESOURCE\x10\x03*\xb5\x01\n" +
+	"\x0fExecutionStatus\x12 \n" +
+	"\x1cEXECUTION_STATUS_UNSPECIFIED\x10\x00\x12\x1b\n" +
+	"\x17EXECUTION_STATUS_QUEUED\x10\x01\x12\x1c\n" +
+	"\x18EXECUTION_STATUS_RUNNING\x10\x02\x12&\n" +
+	"\"EXECUTION_STATUS_WAITING_FOR_INPUT\x10\x03\x12\x1d\n" +
+	"\x19EXECUTION_STATUS_FINISHED\x10\x04*\x95\x01\n" +
 	"\x10ExecutionOutcome\x12!\n" +
 	"\x1dEXECUTION_OUTCOME_UNSPECIFIED\x10\x00\x12\x1f\n" +
 	"\x1bEXECUTION_OUTCOME_SUCCEEDED\x10\x01\x12\x1c\n" +
@@ -1643,7 +1644,7 @@ var file_m3_v1_execution_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_m3_v1_execution_proto_goTypes = []any{
 	(HumanInput)(0),                        // 0: m3.v1.HumanInput
 	(OperationKind)(0),                     // 1: m3.v1.OperationKind
-	(ExecutionLifecycle)(0),                // 2: m3.v1.ExecutionLifecycle
+	(ExecutionStatus)(0),                   // 2: m3.v1.ExecutionStatus
 	(ExecutionOutcome)(0),                  // 3: m3.v1.ExecutionOutcome
 	(PermissionPolicy)(0),                  // 4: m3.v1.PermissionPolicy
 	(*OperationStep)(nil),                  // 5: m3.v1.OperationStep
@@ -1679,7 +1680,7 @@ var file_m3_v1_execution_proto_depIdxs = []int32{
 	20, // 11: m3.v1.AgentSpec.round_timeout:type_name -> google.protobuf.Duration
 	5,  // 12: m3.v1.OperationSpec.operation:type_name -> m3.v1.OperationStep
 	6,  // 13: m3.v1.OperationSpec.elicitation_plan:type_name -> m3.v1.ElicitationPlan
-	2,  // 14: m3.v1.ExecutionState.lifecycle:type_name -> m3.v1.ExecutionLifecycle
+	2,  // 14: m3.v1.ExecutionState.lifecycle:type_name -> m3.v1.ExecutionStatus
 	3,  // 15: m3.v1.ExecutionState.outcome:type_name -> m3.v1.ExecutionOutcome
 	0,  // 16: m3.v1.ExecutionState.human_input:type_name -> m3.v1.HumanInput
 	21, // 17: m3.v1.ExecutionState.create_time:type_name -> google.protobuf.Timestamp

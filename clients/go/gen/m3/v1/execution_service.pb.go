@@ -670,9 +670,9 @@ type RoundLeftPending struct {
 	RoundId string `protobuf:"bytes,1,opt,name=round_id,json=roundId,proto3" json:"round_id,omitempty"`
 	// The execution that owns the round.
 	ExecutionId string `protobuf:"bytes,2,opt,name=execution_id,json=executionId,proto3" json:"execution_id,omitempty"`
-	// The status the round moved to: ROUND_STATUS_RESPONSE_VALIDATED or
-	// ROUND_STATUS_FAILED.
-	Status        RoundStatus `protobuf:"varint,3,opt,name=status,proto3,enum=m3.v1.RoundStatus" json:"status,omitempty"`
+	// The status the round moved to: MANAGED_INPUT_STATUS_RESPONSE_VALIDATED or
+	// MANAGED_INPUT_STATUS_FAILED.
+	Status        ManagedInputStatus `protobuf:"varint,3,opt,name=status,proto3,enum=m3.v1.ManagedInputStatus" json:"status,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -721,11 +721,11 @@ func (x *RoundLeftPending) GetExecutionId() string {
 	return ""
 }
 
-func (x *RoundLeftPending) GetStatus() RoundStatus {
+func (x *RoundLeftPending) GetStatus() ManagedInputStatus {
 	if x != nil {
 		return x.Status
 	}
-	return RoundStatus_ROUND_STATUS_UNSPECIFIED
+	return ManagedInputStatus_MANAGED_INPUT_STATUS_UNSPECIFIED
 }
 
 var File_m3_v1_execution_service_proto protoreflect.FileDescriptor
@@ -767,11 +767,11 @@ const file_m3_v1_execution_service_proto_rawDesc = "" +
 	"\rround_pending\x18\x02 \x01(\v2\x1e.m3.v1.PendingElicitationRoundH\x00R\froundPending\x12G\n" +
 	"\x12round_left_pending\x18\x03 \x01(\v2\x17.m3.v1.RoundLeftPendingH\x00R\x10roundLeftPending\x12F\n" +
 	"\x12execution_finished\x18\x04 \x01(\v2\x15.m3.v1.ExecutionStateH\x00R\x11executionFinishedB\a\n" +
-	"\x05event\"|\n" +
+	"\x05event\"\x83\x01\n" +
 	"\x10RoundLeftPending\x12\x19\n" +
 	"\bround_id\x18\x01 \x01(\tR\aroundId\x12!\n" +
-	"\fexecution_id\x18\x02 \x01(\tR\vexecutionId\x12*\n" +
-	"\x06status\x18\x03 \x01(\x0e2\x12.m3.v1.RoundStatusR\x06status2\xbf\x02\n" +
+	"\fexecution_id\x18\x02 \x01(\tR\vexecutionId\x121\n" +
+	"\x06status\x18\x03 \x01(\x0e2\x19.m3.v1.ManagedInputStatusR\x06status2\xbf\x02\n" +
 	"\x10ExecutionService\x125\n" +
 	"\x06Submit\x12\x14.m3.v1.SubmitRequest\x1a\x15.m3.v1.SubmitResponse\x12;\n" +
 	"\bSnapshot\x12\x16.m3.v1.SnapshotRequest\x1a\x17.m3.v1.SnapshotResponse\x125\n" +
@@ -812,7 +812,7 @@ var file_m3_v1_execution_service_proto_goTypes = []any{
 	(*durationpb.Duration)(nil),     // 15: google.protobuf.Duration
 	(*ExecutionResult)(nil),         // 16: m3.v1.ExecutionResult
 	(*PendingElicitationRound)(nil), // 17: m3.v1.PendingElicitationRound
-	(RoundStatus)(0),                // 18: m3.v1.RoundStatus
+	(ManagedInputStatus)(0),         // 18: m3.v1.ManagedInputStatus
 }
 var file_m3_v1_execution_service_proto_depIdxs = []int32{
 	11, // 0: m3.v1.SubmitRequest.agent:type_name -> m3.v1.AgentSpec
@@ -826,7 +826,7 @@ var file_m3_v1_execution_service_proto_depIdxs = []int32{
 	17, // 8: m3.v1.WatchPendingResponse.round_pending:type_name -> m3.v1.PendingElicitationRound
 	10, // 9: m3.v1.WatchPendingResponse.round_left_pending:type_name -> m3.v1.RoundLeftPending
 	14, // 10: m3.v1.WatchPendingResponse.execution_finished:type_name -> m3.v1.ExecutionState
-	18, // 11: m3.v1.RoundLeftPending.status:type_name -> m3.v1.RoundStatus
+	18, // 11: m3.v1.RoundLeftPending.status:type_name -> m3.v1.ManagedInputStatus
 	0,  // 12: m3.v1.ExecutionService.Submit:input_type -> m3.v1.SubmitRequest
 	2,  // 13: m3.v1.ExecutionService.Snapshot:input_type -> m3.v1.SnapshotRequest
 	4,  // 14: m3.v1.ExecutionService.Result:input_type -> m3.v1.ResultRequest

@@ -19,26 +19,26 @@ class ElicitationAction(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     ELICITATION_ACTION_DECLINE: _ClassVar[ElicitationAction]
     ELICITATION_ACTION_CANCEL: _ClassVar[ElicitationAction]
 
-class RoundStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+class ManagedInputStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
-    ROUND_STATUS_UNSPECIFIED: _ClassVar[RoundStatus]
-    ROUND_STATUS_PENDING: _ClassVar[RoundStatus]
-    ROUND_STATUS_RESPONSE_VALIDATED: _ClassVar[RoundStatus]
-    ROUND_STATUS_DELIVERY_STARTED: _ClassVar[RoundStatus]
-    ROUND_STATUS_DELIVERED: _ClassVar[RoundStatus]
-    ROUND_STATUS_RESOLVED: _ClassVar[RoundStatus]
-    ROUND_STATUS_FAILED: _ClassVar[RoundStatus]
+    MANAGED_INPUT_STATUS_UNSPECIFIED: _ClassVar[ManagedInputStatus]
+    MANAGED_INPUT_STATUS_PENDING: _ClassVar[ManagedInputStatus]
+    MANAGED_INPUT_STATUS_RESPONSE_VALIDATED: _ClassVar[ManagedInputStatus]
+    MANAGED_INPUT_STATUS_DELIVERY_STARTED: _ClassVar[ManagedInputStatus]
+    MANAGED_INPUT_STATUS_DELIVERED: _ClassVar[ManagedInputStatus]
+    MANAGED_INPUT_STATUS_RESOLVED: _ClassVar[ManagedInputStatus]
+    MANAGED_INPUT_STATUS_FAILED: _ClassVar[ManagedInputStatus]
 ELICITATION_ACTION_UNSPECIFIED: ElicitationAction
 ELICITATION_ACTION_ACCEPT: ElicitationAction
 ELICITATION_ACTION_DECLINE: ElicitationAction
 ELICITATION_ACTION_CANCEL: ElicitationAction
-ROUND_STATUS_UNSPECIFIED: RoundStatus
-ROUND_STATUS_PENDING: RoundStatus
-ROUND_STATUS_RESPONSE_VALIDATED: RoundStatus
-ROUND_STATUS_DELIVERY_STARTED: RoundStatus
-ROUND_STATUS_DELIVERED: RoundStatus
-ROUND_STATUS_RESOLVED: RoundStatus
-ROUND_STATUS_FAILED: RoundStatus
+MANAGED_INPUT_STATUS_UNSPECIFIED: ManagedInputStatus
+MANAGED_INPUT_STATUS_PENDING: ManagedInputStatus
+MANAGED_INPUT_STATUS_RESPONSE_VALIDATED: ManagedInputStatus
+MANAGED_INPUT_STATUS_DELIVERY_STARTED: ManagedInputStatus
+MANAGED_INPUT_STATUS_DELIVERED: ManagedInputStatus
+MANAGED_INPUT_STATUS_RESOLVED: ManagedInputStatus
+MANAGED_INPUT_STATUS_FAILED: ManagedInputStatus
 
 class FormElicitation(_message.Message):
     __slots__ = ("message", "requested_schema")
@@ -184,7 +184,7 @@ class ElicitationRound(_message.Message):
     requests: _containers.MessageMap[str, ElicitationRequest]
     round_index: int
     round_limit: int
-    status: RoundStatus
+    status: ManagedInputStatus
     responses: RedactedResponses
     delivery_attempts: int
     create_time: _timestamp_pb2.Timestamp
@@ -197,4 +197,4 @@ class ElicitationRound(_message.Message):
     fail_time: _timestamp_pb2.Timestamp
     failure_code: str
     failure_message: str
-    def __init__(self, round_id: _Optional[str] = ..., execution_id: _Optional[str] = ..., logical_operation_id: _Optional[str] = ..., server: _Optional[str] = ..., operation_kind: _Optional[_Union[_execution_pb2.OperationKind, str]] = ..., operation_name: _Optional[str] = ..., requests: _Optional[_Mapping[str, ElicitationRequest]] = ..., round_index: _Optional[int] = ..., round_limit: _Optional[int] = ..., status: _Optional[_Union[RoundStatus, str]] = ..., responses: _Optional[_Union[RedactedResponses, _Mapping]] = ..., delivery_attempts: _Optional[int] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., deadline: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., response_validate_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., delivery_start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., deliver_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., resolve_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., fail_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., failure_code: _Optional[str] = ..., failure_message: _Optional[str] = ...) -> None: ...
+    def __init__(self, round_id: _Optional[str] = ..., execution_id: _Optional[str] = ..., logical_operation_id: _Optional[str] = ..., server: _Optional[str] = ..., operation_kind: _Optional[_Union[_execution_pb2.OperationKind, str]] = ..., operation_name: _Optional[str] = ..., requests: _Optional[_Mapping[str, ElicitationRequest]] = ..., round_index: _Optional[int] = ..., round_limit: _Optional[int] = ..., status: _Optional[_Union[ManagedInputStatus, str]] = ..., responses: _Optional[_Union[RedactedResponses, _Mapping]] = ..., delivery_attempts: _Optional[int] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., deadline: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., response_validate_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., delivery_start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., deliver_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., resolve_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., fail_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., failure_code: _Optional[str] = ..., failure_message: _Optional[str] = ...) -> None: ...

@@ -42,9 +42,9 @@ class RespondResponse(_message.Message):
     STATUS_FIELD_NUMBER: _ClassVar[int]
     REPLAYED_FIELD_NUMBER: _ClassVar[int]
     round_id: str
-    status: _elicitation_pb2.RoundStatus
+    status: _elicitation_pb2.ManagedInputStatus
     replayed: bool
-    def __init__(self, round_id: _Optional[str] = ..., status: _Optional[_Union[_elicitation_pb2.RoundStatus, str]] = ..., replayed: _Optional[bool] = ...) -> None: ...
+    def __init__(self, round_id: _Optional[str] = ..., status: _Optional[_Union[_elicitation_pb2.ManagedInputStatus, str]] = ..., replayed: _Optional[bool] = ...) -> None: ...
 
 class GetRoundRequest(_message.Message):
     __slots__ = ("round_id",)
@@ -67,8 +67,8 @@ class ListRoundsRequest(_message.Message):
     page_size: int
     page_token: str
     execution_id: str
-    statuses: _containers.RepeatedScalarFieldContainer[_elicitation_pb2.RoundStatus]
-    def __init__(self, page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., execution_id: _Optional[str] = ..., statuses: _Optional[_Iterable[_Union[_elicitation_pb2.RoundStatus, str]]] = ...) -> None: ...
+    statuses: _containers.RepeatedScalarFieldContainer[_elicitation_pb2.ManagedInputStatus]
+    def __init__(self, page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., execution_id: _Optional[str] = ..., statuses: _Optional[_Iterable[_Union[_elicitation_pb2.ManagedInputStatus, str]]] = ...) -> None: ...
 
 class ListRoundsResponse(_message.Message):
     __slots__ = ("rounds", "next_page_token")

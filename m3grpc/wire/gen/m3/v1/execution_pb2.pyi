@@ -25,13 +25,13 @@ class OperationKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     OPERATION_KIND_PROMPT: _ClassVar[OperationKind]
     OPERATION_KIND_RESOURCE: _ClassVar[OperationKind]
 
-class ExecutionLifecycle(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+class ExecutionStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
-    EXECUTION_LIFECYCLE_UNSPECIFIED: _ClassVar[ExecutionLifecycle]
-    EXECUTION_LIFECYCLE_QUEUED: _ClassVar[ExecutionLifecycle]
-    EXECUTION_LIFECYCLE_RUNNING: _ClassVar[ExecutionLifecycle]
-    EXECUTION_LIFECYCLE_WAITING_FOR_INPUT: _ClassVar[ExecutionLifecycle]
-    EXECUTION_LIFECYCLE_FINISHED: _ClassVar[ExecutionLifecycle]
+    EXECUTION_STATUS_UNSPECIFIED: _ClassVar[ExecutionStatus]
+    EXECUTION_STATUS_QUEUED: _ClassVar[ExecutionStatus]
+    EXECUTION_STATUS_RUNNING: _ClassVar[ExecutionStatus]
+    EXECUTION_STATUS_WAITING_FOR_INPUT: _ClassVar[ExecutionStatus]
+    EXECUTION_STATUS_FINISHED: _ClassVar[ExecutionStatus]
 
 class ExecutionOutcome(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -52,11 +52,11 @@ OPERATION_KIND_UNSPECIFIED: OperationKind
 OPERATION_KIND_TOOL: OperationKind
 OPERATION_KIND_PROMPT: OperationKind
 OPERATION_KIND_RESOURCE: OperationKind
-EXECUTION_LIFECYCLE_UNSPECIFIED: ExecutionLifecycle
-EXECUTION_LIFECYCLE_QUEUED: ExecutionLifecycle
-EXECUTION_LIFECYCLE_RUNNING: ExecutionLifecycle
-EXECUTION_LIFECYCLE_WAITING_FOR_INPUT: ExecutionLifecycle
-EXECUTION_LIFECYCLE_FINISHED: ExecutionLifecycle
+EXECUTION_STATUS_UNSPECIFIED: ExecutionStatus
+EXECUTION_STATUS_QUEUED: ExecutionStatus
+EXECUTION_STATUS_RUNNING: ExecutionStatus
+EXECUTION_STATUS_WAITING_FOR_INPUT: ExecutionStatus
+EXECUTION_STATUS_FINISHED: ExecutionStatus
 EXECUTION_OUTCOME_UNSPECIFIED: ExecutionOutcome
 EXECUTION_OUTCOME_SUCCEEDED: ExecutionOutcome
 EXECUTION_OUTCOME_FAILED: ExecutionOutcome
@@ -160,7 +160,7 @@ class ExecutionState(_message.Message):
     FAILURE_CODE_FIELD_NUMBER: _ClassVar[int]
     FAILURE_MESSAGE_FIELD_NUMBER: _ClassVar[int]
     execution_id: str
-    lifecycle: ExecutionLifecycle
+    lifecycle: ExecutionStatus
     outcome: ExecutionOutcome
     human_input: HumanInput
     create_time: _timestamp_pb2.Timestamp
@@ -168,7 +168,7 @@ class ExecutionState(_message.Message):
     finish_time: _timestamp_pb2.Timestamp
     failure_code: str
     failure_message: str
-    def __init__(self, execution_id: _Optional[str] = ..., lifecycle: _Optional[_Union[ExecutionLifecycle, str]] = ..., outcome: _Optional[_Union[ExecutionOutcome, str]] = ..., human_input: _Optional[_Union[HumanInput, str]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finish_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., failure_code: _Optional[str] = ..., failure_message: _Optional[str] = ...) -> None: ...
+    def __init__(self, execution_id: _Optional[str] = ..., lifecycle: _Optional[_Union[ExecutionStatus, str]] = ..., outcome: _Optional[_Union[ExecutionOutcome, str]] = ..., human_input: _Optional[_Union[HumanInput, str]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finish_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., failure_code: _Optional[str] = ..., failure_message: _Optional[str] = ...) -> None: ...
 
 class OperationResult(_message.Message):
     __slots__ = ("logical_operation_id", "server", "operation_kind", "operation_name", "ok", "result", "failure_code", "failure_message")

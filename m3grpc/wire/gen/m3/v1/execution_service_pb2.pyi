@@ -97,5 +97,5 @@ class RoundLeftPending(_message.Message):
     STATUS_FIELD_NUMBER: _ClassVar[int]
     round_id: str
     execution_id: str
-    status: _elicitation_pb2.RoundStatus
-    def __init__(self, round_id: _Optional[str] = ..., execution_id: _Optional[str] = ..., status: _Optional[_Union[_elicitation_pb2.RoundStatus, str]] = ...) -> None: ...
+    status: _elicitation_pb2.ManagedInputStatus
+    def __init__(self, round_id: _Optional[str] = ..., execution_id: _Optional[str] = ..., status: _Optional[_Union[_elicitation_pb2.ManagedInputStatus, str]] = ...) -> None: ...

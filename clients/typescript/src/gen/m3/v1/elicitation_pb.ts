@@ -14,7 +14,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file m3/v1/elicitation.proto.
  */
 export const file_m3_v1_elicitation: GenFile = /*@__PURE__*/
-  fileDesc("ChdtMy92MS9lbGljaXRhdGlvbi5wcm90bxIFbTMudjEiVQoPRm9ybUVsaWNpdGF0aW9uEg8KB21lc3NhZ2UYASABKAkSMQoQcmVxdWVzdGVkX3NjaGVtYRgCIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QiRgoOVXJsRWxpY2l0YXRpb24SDwoHbWVzc2FnZRgBIAEoCRILCgN1cmwYAiABKAkSFgoOZWxpY2l0YXRpb25faWQYAyABKAkitgIKEkVsaWNpdGF0aW9uUmVxdWVzdBImCgRmb3JtGAEgASgLMhYubTMudjEuRm9ybUVsaWNpdGF0aW9uSAASJAoDdXJsGAIgASgLMhUubTMudjEuVXJsRWxpY2l0YXRpb25IABIlCgRtZXRhGAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIlCgR0YXNrGAQgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBITCgZzZXJ2ZXIYBSABKAlIAYgBARIsCg5vcGVyYXRpb25fa2luZBgGIAEoDjIULm0zLnYxLk9wZXJhdGlvbktpbmQSGwoOb3BlcmF0aW9uX25hbWUYByABKAlIAogBAUIGCgRtb2RlQgkKB19zZXJ2ZXJCEQoPX29wZXJhdGlvbl9uYW1lIvgDChdQZW5kaW5nRWxpY2l0YXRpb25Sb3VuZBIQCghyb3VuZF9pZBgBIAEoCRIUCgxleGVjdXRpb25faWQYAiABKAkSHAoUbG9naWNhbF9vcGVyYXRpb25faWQYAyABKAkSDgoGc2VydmVyGAQgASgJEiwKDm9wZXJhdGlvbl9raW5kGAUgASgOMhQubTMudjEuT3BlcmF0aW9uS2luZBIWCg5vcGVyYXRpb25fbmFtZRgGIAEoCRI+CghyZXF1ZXN0cxgHIAMoCzIsLm0zLnYxLlBlbmRpbmdFbGljaXRhdGlvblJvdW5kLlJlcXVlc3RzRW50cnkSLwoLY3JlYXRlX3RpbWUYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEiwKCGRlYWRsaW5lGAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIaCg1yZXF1ZXN0X3N0YXRlGAogASgJSACIAQESEwoLcm91bmRfaW5kZXgYCyABKAUSEwoLcm91bmRfbGltaXQYDCABKAUaSgoNUmVxdWVzdHNFbnRyeRILCgNrZXkYASABKAkSKAoFdmFsdWUYAiABKAsyGS5tMy52MS5FbGljaXRhdGlvblJlcXVlc3Q6AjgBQhAKDl9yZXF1ZXN0X3N0YXRlImkKE0VsaWNpdGF0aW9uUmVzcG9uc2USKAoGYWN0aW9uGAEgASgOMhgubTMudjEuRWxpY2l0YXRpb25BY3Rpb24SKAoHY29udGVudBgCIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QiUgoQUmVkYWN0ZWRSZXNwb25zZRIoCgZhY3Rpb24YASABKA4yGC5tMy52MS5FbGljaXRhdGlvbkFjdGlvbhIUCgxjb250ZW50X2tleXMYAiADKAkiwwEKEVJlZGFjdGVkUmVzcG9uc2VzEhcKD2lkZW1wb3RlbmN5X2tleRgBIAEoCRI6CglyZXNwb25zZXMYAiADKAsyJy5tMy52MS5SZWRhY3RlZFJlc3BvbnNlcy5SZXNwb25zZXNFbnRyeRIOCgZkaWdlc3QYAyABKAkaSQoOUmVzcG9uc2VzRW50cnkSCwoDa2V5GAEgASgJEiYKBXZhbHVlGAIgASgLMhcubTMudjEuUmVkYWN0ZWRSZXNwb25zZToCOAEikAcKEEVsaWNpdGF0aW9uUm91bmQSEAoIcm91bmRfaWQYASABKAkSFAoMZXhlY3V0aW9uX2lkGAIgASgJEhwKFGxvZ2ljYWxfb3BlcmF0aW9uX2lkGAMgASgJEg4KBnNlcnZlchgEIAEoCRIsCg5vcGVyYXRpb25fa2luZBgFIAEoDjIULm0zLnYxLk9wZXJhdGlvbktpbmQSFgoOb3BlcmF0aW9uX25hbWUYBiABKAkSNwoIcmVxdWVzdHMYByADKAsyJS5tMy52MS5FbGljaXRhdGlvblJvdW5kLlJlcXVlc3RzRW50cnkSEwoLcm91bmRfaW5kZXgYCCABKAUSEwoLcm91bmRfbGltaXQYCSABKAUSIgoGc3RhdHVzGAogASgOMhIubTMudjEuUm91bmRTdGF0dXMSKwoJcmVzcG9uc2VzGAsgASgLMhgubTMudjEuUmVkYWN0ZWRSZXNwb25zZXMSGQoRZGVsaXZlcnlfYXR0ZW1wdHMYDCABKAUSLwoLY3JlYXRlX3RpbWUYDSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi8KC3VwZGF0ZV90aW1lGA4gASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIsCghkZWFkbGluZRgPIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASOgoWcmVzcG9uc2VfdmFsaWRhdGVfdGltZRgQIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASNwoTZGVsaXZlcnlfc3RhcnRfdGltZRgRIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASMAoMZGVsaXZlcl90aW1lGBIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIwCgxyZXNvbHZlX3RpbWUYEyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi0KCWZhaWxfdGltZRgUIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFAoMZmFpbHVyZV9jb2RlGBUgASgJEhcKD2ZhaWx1cmVfbWVzc2FnZRgWIAEoCRpKCg1SZXF1ZXN0c0VudHJ5EgsKA2tleRgBIAEoCRIoCgV2YWx1ZRgCIAEoCzIZLm0zLnYxLkVsaWNpdGF0aW9uUmVxdWVzdDoCOAEqlQEKEUVsaWNpdGF0aW9uQWN0aW9uEiIKHkVMSUNJVEFUSU9OX0FDVElPTl9VTlNQRUNJRklFRBAAEh0KGUVMSUNJVEFUSU9OX0FDVElPTl9BQ0NFUFQQARIeChpFTElDSVRBVElPTl9BQ1RJT05fREVDTElORRACEh0KGUVMSUNJVEFUSU9OX0FDVElPTl9DQU5DRUwQAyrdAQoLUm91bmRTdGF0dXMSHAoYUk9VTkRfU1RBVFVTX1VOU1BFQ0lGSUVEEAASGAoUUk9VTkRfU1RBVFVTX1BFTkRJTkcQARIjCh9ST1VORF9TVEFUVVNfUkVTUE9OU0VfVkFMSURBVEVEEAISIQodUk9VTkRfU1RBVFVTX0RFTElWRVJZX1NUQVJURUQQAxIaChZST1VORF9TVEFUVVNfREVMSVZFUkVEEAQSGQoVUk9VTkRfU1RBVFVTX1JFU09MVkVEEAUSFwoTUk9VTkRfU1RBVFVTX0ZBSUxFRBAGQoYBCgljb20ubTMudjFCEEVsaWNpdGF0aW9uUHJvdG9QAVoyZ2l0aHViLmNvbS9tM2dycGMvbTNncnBjL2NsaWVudHMvZ28vZ2VuL20zL3YxO20zdjGiAgNNWFiqAgVNMy5WMcoCBU0zXFYx4gIRTTNcVjFcR1BCTWV0YWRhdGHqAgZNMzo6VjFiBnByb3RvMw", [file_google_protobuf_struct, file_google_protobuf_timestamp, file_m3_v1_execution]);
+  fileDesc("ChdtMy92MS9lbGljaXRhdGlvbi5wcm90bxIFbTMudjEiVQoPRm9ybUVsaWNpdGF0aW9uEg8KB21lc3NhZ2UYASABKAkSMQoQcmVxdWVzdGVkX3NjaGVtYRgCIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QiRgoOVXJsRWxpY2l0YXRpb24SDwoHbWVzc2FnZRgBIAEoCRILCgN1cmwYAiABKAkSFgoOZWxpY2l0YXRpb25faWQYAyABKAkitgIKEkVsaWNpdGF0aW9uUmVxdWVzdBImCgRmb3JtGAEgASgLMhYubTMudjEuRm9ybUVsaWNpdGF0aW9uSAASJAoDdXJsGAIgASgLMhUubTMudjEuVXJsRWxpY2l0YXRpb25IABIlCgRtZXRhGAMgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIlCgR0YXNrGAQgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBITCgZzZXJ2ZXIYBSABKAlIAYgBARIsCg5vcGVyYXRpb25fa2luZBgGIAEoDjIULm0zLnYxLk9wZXJhdGlvbktpbmQSGwoOb3BlcmF0aW9uX25hbWUYByABKAlIAogBAUIGCgRtb2RlQgkKB19zZXJ2ZXJCEQoPX29wZXJhdGlvbl9uYW1lIvgDChdQZW5kaW5nRWxpY2l0YXRpb25Sb3VuZBIQCghyb3VuZF9pZBgBIAEoCRIUCgxleGVjdXRpb25faWQYAiABKAkSHAoUbG9naWNhbF9vcGVyYXRpb25faWQYAyABKAkSDgoGc2VydmVyGAQgASgJEiwKDm9wZXJhdGlvbl9raW5kGAUgASgOMhQubTMudjEuT3BlcmF0aW9uS2luZBIWCg5vcGVyYXRpb25fbmFtZRgGIAEoCRI+CghyZXF1ZXN0cxgHIAMoCzIsLm0zLnYxLlBlbmRpbmdFbGljaXRhdGlvblJvdW5kLlJlcXVlc3RzRW50cnkSLwoLY3JlYXRlX3RpbWUYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEiwKCGRlYWRsaW5lGAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIaCg1yZXF1ZXN0X3N0YXRlGAogASgJSACIAQESEwoLcm91bmRfaW5kZXgYCyABKAUSEwoLcm91bmRfbGltaXQYDCABKAUaSgoNUmVxdWVzdHNFbnRyeRILCgNrZXkYASABKAkSKAoFdmFsdWUYAiABKAsyGS5tMy52MS5FbGljaXRhdGlvblJlcXVlc3Q6AjgBQhAKDl9yZXF1ZXN0X3N0YXRlImkKE0VsaWNpdGF0aW9uUmVzcG9uc2USKAoGYWN0aW9uGAEgASgOMhgubTMudjEuRWxpY2l0YXRpb25BY3Rpb24SKAoHY29udGVudBgCIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QiUgoQUmVkYWN0ZWRSZXNwb25zZRIoCgZhY3Rpb24YASABKA4yGC5tMy52MS5FbGljaXRhdGlvbkFjdGlvbhIUCgxjb250ZW50X2tleXMYAiADKAkiwwEKEVJlZGFjdGVkUmVzcG9uc2VzEhcKD2lkZW1wb3RlbmN5X2tleRgBIAEoCRI6CglyZXNwb25zZXMYAiADKAsyJy5tMy52MS5SZWRhY3RlZFJlc3BvbnNlcy5SZXNwb25zZXNFbnRyeRIOCgZkaWdlc3QYAyABKAkaSQoOUmVzcG9uc2VzRW50cnkSCwoDa2V5GAEgASgJEiYKBXZhbHVlGAIgASgLMhcubTMudjEuUmVkYWN0ZWRSZXNwb25zZToCOAEilwcKEEVsaWNpdGF0aW9uUm91bmQSEAoIcm91bmRfaWQYASABKAkSFAoMZXhlY3V0aW9uX2lkGAIgASgJEhwKFGxvZ2ljYWxfb3BlcmF0aW9uX2lkGAMgASgJEg4KBnNlcnZlchgEIAEoCRIsCg5vcGVyYXRpb25fa2luZBgFIAEoDjIULm0zLnYxLk9wZXJhdGlvbktpbmQSFgoOb3BlcmF0aW9uX25hbWUYBiABKAkSNwoIcmVxdWVzdHMYByADKAsyJS5tMy52MS5FbGljaXRhdGlvblJvdW5kLlJlcXVlc3RzRW50cnkSEwoLcm91bmRfaW5kZXgYCCABKAUSEwoLcm91bmRfbGltaXQYCSABKAUSKQoGc3RhdHVzGAogASgOMhkubTMudjEuTWFuYWdlZElucHV0U3RhdHVzEisKCXJlc3BvbnNlcxgLIAEoCzIYLm0zLnYxLlJlZGFjdGVkUmVzcG9uc2VzEhkKEWRlbGl2ZXJ5X2F0dGVtcHRzGAwgASgFEi8KC2NyZWF0ZV90aW1lGA0gASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIvCgt1cGRhdGVfdGltZRgOIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLAoIZGVhZGxpbmUYDyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjoKFnJlc3BvbnNlX3ZhbGlkYXRlX3RpbWUYECABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjcKE2RlbGl2ZXJ5X3N0YXJ0X3RpbWUYESABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjAKDGRlbGl2ZXJfdGltZRgSIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASMAoMcmVzb2x2ZV90aW1lGBMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBItCglmYWlsX3RpbWUYFCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhQKDGZhaWx1cmVfY29kZRgVIAEoCRIXCg9mYWlsdXJlX21lc3NhZ2UYFiABKAkaSgoNUmVxdWVzdHNFbnRyeRILCgNrZXkYASABKAkSKAoFdmFsdWUYAiABKAsyGS5tMy52MS5FbGljaXRhdGlvblJlcXVlc3Q6AjgBKpUBChFFbGljaXRhdGlvbkFjdGlvbhIiCh5FTElDSVRBVElPTl9BQ1RJT05fVU5TUEVDSUZJRUQQABIdChlFTElDSVRBVElPTl9BQ1RJT05fQUNDRVBUEAESHgoaRUxJQ0lUQVRJT05fQUNUSU9OX0RFQ0xJTkUQAhIdChlFTElDSVRBVElPTl9BQ1RJT05fQ0FOQ0VMEAMqnAIKEk1hbmFnZWRJbnB1dFN0YXR1cxIkCiBNQU5BR0VEX0lOUFVUX1NUQVRVU19VTlNQRUNJRklFRBAAEiAKHE1BTkFHRURfSU5QVVRfU1RBVFVTX1BFTkRJTkcQARIrCidNQU5BR0VEX0lOUFVUX1NUQVRVU19SRVNQT05TRV9WQUxJREFURUQQAhIpCiVNQU5BR0VEX0lOUFVUX1NUQVRVU19ERUxJVkVSWV9TVEFSVEVEEAMSIgoeTUFOQUdFRF9JTlBVVF9TVEFUVVNfREVMSVZFUkVEEAQSIQodTUFOQUdFRF9JTlBVVF9TVEFUVVNfUkVTT0xWRUQQBRIfChtNQU5BR0VEX0lOUFVUX1NUQVRVU19GQUlMRUQQBkKGAQoJY29tLm0zLnYxQhBFbGljaXRhdGlvblByb3RvUAFaMmdpdGh1Yi5jb20vbTNncnBjL20zZ3JwYy9jbGllbnRzL2dvL2dlbi9tMy92MTttM3YxogIDTVhYqgIFTTMuVjHKAgVNM1xWMeICEU0zXFYxXEdQQk1ldGFkYXRh6gIGTTM6OlYxYgZwcm90bzM", [file_google_protobuf_struct, file_google_protobuf_timestamp, file_m3_v1_execution]);
 
 /**
  * Form mode: the server wants structured content matching a JSON schema.
@@ -430,9 +430,9 @@ export type ElicitationRound = Message<"m3.v1.ElicitationRound"> & {
   /**
    * Output only. The round's current status.
    *
-   * @generated from field: m3.v1.RoundStatus status = 10;
+   * @generated from field: m3.v1.ManagedInputStatus status = 10;
    */
-  status: RoundStatus;
+  status: ManagedInputStatus;
 
   /**
    * Output only. The redacted responses; unset until a response was
@@ -574,17 +574,18 @@ export const ElicitationActionSchema: GenEnum<ElicitationAction> = /*@__PURE__*/
   enumDesc(file_m3_v1_elicitation, 0);
 
 /**
- * The status of an elicitation round. A round moves forward only:
+ * The status of an elicitation round (named like the Python
+ * `ManagedInputStatus`). A round moves forward only:
  * PENDING -> RESPONSE_VALIDATED -> DELIVERY_STARTED -> DELIVERED -> RESOLVED,
  * and any non-terminal status -> FAILED.
  *
- * @generated from enum m3.v1.RoundStatus
+ * @generated from enum m3.v1.ManagedInputStatus
  */
-export enum RoundStatus {
+export enum ManagedInputStatus {
   /**
    * Never set by the service.
    *
-   * @generated from enum value: ROUND_STATUS_UNSPECIFIED = 0;
+   * @generated from enum value: MANAGED_INPUT_STATUS_UNSPECIFIED = 0;
    */
   UNSPECIFIED = 0,
 
@@ -592,21 +593,21 @@ export enum RoundStatus {
    * Waiting for a response. The only status in which `Respond` is accepted
    * (except for idempotent repeats).
    *
-   * @generated from enum value: ROUND_STATUS_PENDING = 1;
+   * @generated from enum value: MANAGED_INPUT_STATUS_PENDING = 1;
    */
   PENDING = 1,
 
   /**
    * A response was validated and stored; a worker will deliver it.
    *
-   * @generated from enum value: ROUND_STATUS_RESPONSE_VALIDATED = 2;
+   * @generated from enum value: MANAGED_INPUT_STATUS_RESPONSE_VALIDATED = 2;
    */
   RESPONSE_VALIDATED = 2,
 
   /**
    * A worker is delivering the response to the MCP server.
    *
-   * @generated from enum value: ROUND_STATUS_DELIVERY_STARTED = 3;
+   * @generated from enum value: MANAGED_INPUT_STATUS_DELIVERY_STARTED = 3;
    */
   DELIVERY_STARTED = 3,
 
@@ -615,7 +616,7 @@ export enum RoundStatus {
    * the MCP session to send; 2026-07-28: the server replied to the retry);
    * the operation goes on.
    *
-   * @generated from enum value: ROUND_STATUS_DELIVERED = 4;
+   * @generated from enum value: MANAGED_INPUT_STATUS_DELIVERED = 4;
    */
   DELIVERED = 4,
 
@@ -623,7 +624,7 @@ export enum RoundStatus {
    * Terminal: the operation completed (the server returned its result, an
    * error result included) or asked a new round.
    *
-   * @generated from enum value: ROUND_STATUS_RESOLVED = 5;
+   * @generated from enum value: MANAGED_INPUT_STATUS_RESOLVED = 5;
    */
   RESOLVED = 5,
 
@@ -633,14 +634,14 @@ export enum RoundStatus {
    * failure code, which for a failed operation is the operation's (e.g.
    * `connection_closed`). It never becomes pending again.
    *
-   * @generated from enum value: ROUND_STATUS_FAILED = 6;
+   * @generated from enum value: MANAGED_INPUT_STATUS_FAILED = 6;
    */
   FAILED = 6,
 }
 
 /**
- * Describes the enum m3.v1.RoundStatus.
+ * Describes the enum m3.v1.ManagedInputStatus.
  */
-export const RoundStatusSchema: GenEnum<RoundStatus> = /*@__PURE__*/
+export const ManagedInputStatusSchema: GenEnum<ManagedInputStatus> = /*@__PURE__*/
   enumDesc(file_m3_v1_elicitation, 1);
 

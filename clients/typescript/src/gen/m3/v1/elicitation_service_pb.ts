@@ -4,7 +4,7 @@
 
 import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
-import type { ElicitationResponse, ElicitationRound, PendingElicitationRound, RoundStatus } from "./elicitation_pb.js";
+import type { ElicitationResponse, ElicitationRound, ManagedInputStatus, PendingElicitationRound } from "./elicitation_pb.js";
 import { file_m3_v1_elicitation } from "./elicitation_pb.js";
 import type { Message } from "@bufbuild/protobuf";
 
@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file m3/v1/elicitation_service.proto.
  */
 export const file_m3_v1_elicitation_service: GenFile = /*@__PURE__*/
-  fileDesc("Ch9tMy92MS9lbGljaXRhdGlvbl9zZXJ2aWNlLnByb3RvEgVtMy52MSIpChFHZXRQZW5kaW5nUmVxdWVzdBIUCgxleGVjdXRpb25faWQYASABKAkiQwoSR2V0UGVuZGluZ1Jlc3BvbnNlEi0KBXJvdW5kGAEgASgLMh4ubTMudjEuUGVuZGluZ0VsaWNpdGF0aW9uUm91bmQiwgEKDlJlc3BvbmRSZXF1ZXN0EhAKCHJvdW5kX2lkGAEgASgJEjcKCXJlc3BvbnNlcxgCIAMoCzIkLm0zLnYxLlJlc3BvbmRSZXF1ZXN0LlJlc3BvbnNlc0VudHJ5EhcKD2lkZW1wb3RlbmN5X2tleRgDIAEoCRpMCg5SZXNwb25zZXNFbnRyeRILCgNrZXkYASABKAkSKQoFdmFsdWUYAiABKAsyGi5tMy52MS5FbGljaXRhdGlvblJlc3BvbnNlOgI4ASJZCg9SZXNwb25kUmVzcG9uc2USEAoIcm91bmRfaWQYASABKAkSIgoGc3RhdHVzGAIgASgOMhIubTMudjEuUm91bmRTdGF0dXMSEAoIcmVwbGF5ZWQYAyABKAgiIwoPR2V0Um91bmRSZXF1ZXN0EhAKCHJvdW5kX2lkGAEgASgJIjoKEEdldFJvdW5kUmVzcG9uc2USJgoFcm91bmQYASABKAsyFy5tMy52MS5FbGljaXRhdGlvblJvdW5kInYKEUxpc3RSb3VuZHNSZXF1ZXN0EhEKCXBhZ2Vfc2l6ZRgBIAEoBRISCgpwYWdlX3Rva2VuGAIgASgJEhQKDGV4ZWN1dGlvbl9pZBgDIAEoCRIkCghzdGF0dXNlcxgEIAMoDjISLm0zLnYxLlJvdW5kU3RhdHVzIlYKEkxpc3RSb3VuZHNSZXNwb25zZRInCgZyb3VuZHMYASADKAsyFy5tMy52MS5FbGljaXRhdGlvblJvdW5kEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCTKRAgoSRWxpY2l0YXRpb25TZXJ2aWNlEkEKCkdldFBlbmRpbmcSGC5tMy52MS5HZXRQZW5kaW5nUmVxdWVzdBoZLm0zLnYxLkdldFBlbmRpbmdSZXNwb25zZRI4CgdSZXNwb25kEhUubTMudjEuUmVzcG9uZFJlcXVlc3QaFi5tMy52MS5SZXNwb25kUmVzcG9uc2USOwoIR2V0Um91bmQSFi5tMy52MS5HZXRSb3VuZFJlcXVlc3QaFy5tMy52MS5HZXRSb3VuZFJlc3BvbnNlEkEKCkxpc3RSb3VuZHMSGC5tMy52MS5MaXN0Um91bmRzUmVxdWVzdBoZLm0zLnYxLkxpc3RSb3VuZHNSZXNwb25zZUKNAQoJY29tLm0zLnYxQhdFbGljaXRhdGlvblNlcnZpY2VQcm90b1ABWjJnaXRodWIuY29tL20zZ3JwYy9tM2dycGMvY2xpZW50cy9nby9nZW4vbTMvdjE7bTN2MaICA01YWKoCBU0zLlYxygIFTTNcVjHiAhFNM1xWMVxHUEJNZXRhZGF0YeoCBk0zOjpWMWIGcHJvdG8z", [file_m3_v1_elicitation]);
+  fileDesc("Ch9tMy92MS9lbGljaXRhdGlvbl9zZXJ2aWNlLnByb3RvEgVtMy52MSIpChFHZXRQZW5kaW5nUmVxdWVzdBIUCgxleGVjdXRpb25faWQYASABKAkiQwoSR2V0UGVuZGluZ1Jlc3BvbnNlEi0KBXJvdW5kGAEgASgLMh4ubTMudjEuUGVuZGluZ0VsaWNpdGF0aW9uUm91bmQiwgEKDlJlc3BvbmRSZXF1ZXN0EhAKCHJvdW5kX2lkGAEgASgJEjcKCXJlc3BvbnNlcxgCIAMoCzIkLm0zLnYxLlJlc3BvbmRSZXF1ZXN0LlJlc3BvbnNlc0VudHJ5EhcKD2lkZW1wb3RlbmN5X2tleRgDIAEoCRpMCg5SZXNwb25zZXNFbnRyeRILCgNrZXkYASABKAkSKQoFdmFsdWUYAiABKAsyGi5tMy52MS5FbGljaXRhdGlvblJlc3BvbnNlOgI4ASJgCg9SZXNwb25kUmVzcG9uc2USEAoIcm91bmRfaWQYASABKAkSKQoGc3RhdHVzGAIgASgOMhkubTMudjEuTWFuYWdlZElucHV0U3RhdHVzEhAKCHJlcGxheWVkGAMgASgIIiMKD0dldFJvdW5kUmVxdWVzdBIQCghyb3VuZF9pZBgBIAEoCSI6ChBHZXRSb3VuZFJlc3BvbnNlEiYKBXJvdW5kGAEgASgLMhcubTMudjEuRWxpY2l0YXRpb25Sb3VuZCJ9ChFMaXN0Um91bmRzUmVxdWVzdBIRCglwYWdlX3NpemUYASABKAUSEgoKcGFnZV90b2tlbhgCIAEoCRIUCgxleGVjdXRpb25faWQYAyABKAkSKwoIc3RhdHVzZXMYBCADKA4yGS5tMy52MS5NYW5hZ2VkSW5wdXRTdGF0dXMiVgoSTGlzdFJvdW5kc1Jlc3BvbnNlEicKBnJvdW5kcxgBIAMoCzIXLm0zLnYxLkVsaWNpdGF0aW9uUm91bmQSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJMpECChJFbGljaXRhdGlvblNlcnZpY2USQQoKR2V0UGVuZGluZxIYLm0zLnYxLkdldFBlbmRpbmdSZXF1ZXN0GhkubTMudjEuR2V0UGVuZGluZ1Jlc3BvbnNlEjgKB1Jlc3BvbmQSFS5tMy52MS5SZXNwb25kUmVxdWVzdBoWLm0zLnYxLlJlc3BvbmRSZXNwb25zZRI7CghHZXRSb3VuZBIWLm0zLnYxLkdldFJvdW5kUmVxdWVzdBoXLm0zLnYxLkdldFJvdW5kUmVzcG9uc2USQQoKTGlzdFJvdW5kcxIYLm0zLnYxLkxpc3RSb3VuZHNSZXF1ZXN0GhkubTMudjEuTGlzdFJvdW5kc1Jlc3BvbnNlQo0BCgljb20ubTMudjFCF0VsaWNpdGF0aW9uU2VydmljZVByb3RvUAFaMmdpdGh1Yi5jb20vbTNncnBjL20zZ3JwYy9jbGllbnRzL2dvL2dlbi9tMy92MTttM3YxogIDTVhYqgIFTTMuVjHKAgVNM1xWMeICEU0zXFYxXEdQQk1ldGFkYXRh6gIGTTM6OlYxYgZwcm90bzM", [file_m3_v1_elicitation]);
 
 /**
  * Request message for ElicitationService.GetPending.
@@ -114,12 +114,13 @@ export type RespondResponse = Message<"m3.v1.RespondResponse"> & {
   roundId: string;
 
   /**
-   * The round's status after the call: ROUND_STATUS_RESPONSE_VALIDATED for a
-   * first submission; for a replay, whatever status the round has reached.
+   * The round's status after the call: MANAGED_INPUT_STATUS_RESPONSE_VALIDATED
+   * for a first submission; for a replay, whatever status the round has
+   * reached.
    *
-   * @generated from field: m3.v1.RoundStatus status = 2;
+   * @generated from field: m3.v1.ManagedInputStatus status = 2;
    */
-  status: RoundStatus;
+  status: ManagedInputStatus;
 
   /**
    * True when this call repeated an already accepted submission (same
@@ -214,9 +215,9 @@ export type ListRoundsRequest = Message<"m3.v1.ListRoundsRequest"> & {
   /**
    * Optional. Only rounds whose status is one of these. Empty: any status.
    *
-   * @generated from field: repeated m3.v1.RoundStatus statuses = 4;
+   * @generated from field: repeated m3.v1.ManagedInputStatus statuses = 4;
    */
-  statuses: RoundStatus[];
+  statuses: ManagedInputStatus[];
 };
 
 /**

@@ -1,0 +1,145 @@
+"""Each RPC of the remote client as data: which stub method, the request, how to read the reply.
+
+The synchronous and the asyncio kits differ only in how they run a call
+(`grpc` vs `grpc.aio`), so both build their calls here and each has one
+runner; a handle method is one line in either kit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Generic, Literal, TypeVar
+
+from m3grpc.submit_options import RespondOutcome
+from m3grpc.types import (
+    ElicitationResponse,
+    ExecutionResult,
+    ExecutionState,
+    PendingElicitationRound,
+)
+from m3grpc.wire import messages, requests
+from m3grpc.wire.gen.m3.v1 import (
+    elicitation_service_pb2,
+    elicitation_service_pb2_grpc,
+    execution_service_pb2,
+    execution_service_pb2_grpc,
+)
+
+R = TypeVar("R")
+
+CHANNEL_OPTIONS = [
+    # Keep idle WatchPending streams alive through proxies (the server allows 10 s).
+    ("grpc.keepalive_time_ms", 30_000),
+    ("grpc.keepalive_permit_without_calls", 1),
+]
+
+# The kit's own per-call deadline (its `timeout`), unless a call carries one.
+KIT_TIMEOUT: Literal["kit"] = "kit"
+
+
+@dataclass(frozen=True)
+class Stubs:
+    """The two service stubs on one channel (a `grpc` or a `grpc.aio` one)."""
+
+    executions: Any  # the generated stubs carry no annotations
+    elicitation: Any
+
+    @classmethod
+    def on(cls, channel: Any) -> Stubs:
+        return cls(
+            executions=execution_service_pb2_grpc.ExecutionServiceStub(channel),  # type: ignore[no-untyped-call]
+            elicitation=elicitation_service_pb2_grpc.ElicitationServiceStub(channel),  # type: ignore[no-untyped-call]
+        )
+
+
+@dataclass(frozen=True)
+class Call(Generic[R]):
+    """One unary RPC: `method` picks the stub method, `read` turns the reply into the result."""
+
+    method: Callable[[Stubs], Any]
+    request: Any
+    read: Callable[[Any], R]
+    # Seconds, None for no deadline, or the kit's timeout.
+    deadline: float | Literal["kit"] | None = KIT_TIMEOUT
+
+
+def submit(request: execution_service_pb2.SubmitRequest) -> Call[str]:
+    """Submit; the result is the new (or, for a repeated request_id, the first) execution ID."""
+    return Call(lambda stubs: stubs.executions.Submit, request, lambda reply: reply.execution_id)
+
+
+def respond(
+    round_id: str,
+    responses: Mapping[str, ElicitationResponse | Mapping[str, Any]],
+    idempotency_key: str,
+) -> Call[RespondOutcome]:
+    return Call(
+        lambda stubs: stubs.elicitation.Respond,
+        requests.respond_request(round_id, responses, idempotency_key),
+        _respond_outcome,
+    )
+
+
+def pending(execution_id: str) -> Call[PendingElicitationRound | None]:
+    return Call(
+        lambda stubs: stubs.elicitation.GetPending,
+        elicitation_service_pb2.GetPendingRequest(execution_id=execution_id),
+        _pending_round,
+    )
+
+
+def snapshot(execution_id: str) -> Call[ExecutionState]:
+    return Call(
+        lambda stubs: stubs.executions.Snapshot,
+        execution_service_pb2.SnapshotRequest(execution_id=execution_id),
+        lambda reply: messages.state_model(reply.state),
+    )
+
+
+def result(execution_id: str, timeout: float | None) -> Call[ExecutionResult]:
+    """A Result wait: its own deadline, a little past the wait (None: wait as long as it takes)."""
+    request, deadline = requests.result_request(execution_id, timeout)
+    return Call(
+        lambda stubs: stubs.executions.Result,
+        request,
+        lambda reply: messages.result_model(reply.result),
+        deadline,
+    )
+
+
+def cancel(execution_id: str) -> Call[None]:
+    return Call(
+        lambda stubs: stubs.executions.Cancel,
+        execution_service_pb2.CancelRequest(execution_id=execution_id),
+        lambda reply: None,
+    )
+
+
+def watch_request(
+    execution_id: str | None, cursor: str | None
+) -> execution_service_pb2.WatchPendingRequest:
+    return execution_service_pb2.WatchPendingRequest(
+        execution_id=execution_id or "", cursor=cursor or ""
+    )
+
+
+def agent_configs(configs: Any) -> list[tuple[str, tuple[str, ...]]]:
+    """(harness, models) of each agent configuration, as `kit.agents(...)` takes them."""
+    return [
+        (config.get("harness", "scripted"), tuple(config.get("models", ()))) for config in configs
+    ]
+
+
+def _respond_outcome(reply: elicitation_service_pb2.RespondResponse) -> RespondOutcome:
+    return RespondOutcome(
+        round_id=reply.round_id,
+        status=messages.managed_input_status_model(reply.status),
+        replayed=reply.replayed,
+    )
+
+
+def _pending_round(
+    reply: elicitation_service_pb2.GetPendingResponse,
+) -> PendingElicitationRound | None:
+    return messages.pending_round_model(reply.round) if reply.HasField("round") else None
