@@ -15,7 +15,7 @@ from typing import Any
 
 import grpc
 
-from m3grpc.client.sync import CHANNEL_OPTIONS
+from m3grpc.client.calls import CHANNEL_OPTIONS
 from m3grpc.types import ManagedInputStatus
 from m3grpc.wire import convert, messages
 from m3grpc.wire.gen.m3.v1 import (
@@ -62,7 +62,7 @@ class RoundsClient:
             page_size=page_size,
             page_token=page_token,
             execution_id=execution_id or "",
-            statuses=[convert.ROUND_STATUS.wire(status.value) for status in statuses],
+            statuses=[convert.MANAGED_INPUT_STATUS.wire(status.value) for status in statuses],
         )
         response: elicitation_service_pb2.ListRoundsResponse = self._call(
             self._stub.ListRounds, request
@@ -100,7 +100,7 @@ def round_document(message: elicitation_pb2.ElicitationRound) -> dict[str, Any]:
         "operation_name": message.operation_name,
         "round_index": message.round_index,
         "round_limit": message.round_limit,
-        "status": convert.ROUND_STATUS.model(message.status),
+        "status": convert.MANAGED_INPUT_STATUS.model(message.status),
         "requests": {
             key: messages.request_model(request).model_dump(mode="json", exclude_none=True)
             for key, request in sorted(message.requests.items())
