@@ -45,7 +45,7 @@ LEASE = 2.0
 def resume_config(tmp: Path, database: Path | str, name: str = "server", **options: Any) -> Path:
     """The black-box config plus `ledger` (pinned to 2026-07-28, fixed key) and
     `ledger_ephemeral` (the same server sealing with a per-process key)."""
-    path = write_config(tmp / f"{name}.toml", database, lease_seconds=LEASE, **options)
+    path = write_config(tmp / f"{name}.toml", database, **{"lease_seconds": LEASE, **options})
     lines = []
     for binding, extra in (("ledger", []), ("ledger_ephemeral", ["--ephemeral-key"])):
         lines += [
