@@ -153,7 +153,10 @@ const (
 	ExecutionLifecycle_EXECUTION_LIFECYCLE_QUEUED ExecutionLifecycle = 1
 	// A worker is running it.
 	ExecutionLifecycle_EXECUTION_LIFECYCLE_RUNNING ExecutionLifecycle = 2
-	// Paused at a pending elicitation round (HUMAN_INPUT_MANAGED only).
+	// Paused at a pending elicitation round (HUMAN_INPUT_MANAGED only). Also
+	// while no worker holds it: its round is resumable (see RoundStatus in
+	// elicitation.proto) and its worker stopped or died; the worker that next
+	// claims it delivers the answer. Cancel finishes such an execution at once.
 	ExecutionLifecycle_EXECUTION_LIFECYCLE_WAITING_FOR_INPUT ExecutionLifecycle = 3
 	// Terminal: the outcome and the result are final.
 	ExecutionLifecycle_EXECUTION_LIFECYCLE_FINISHED ExecutionLifecycle = 4
@@ -219,7 +222,9 @@ const (
 	// `elicitation_not_answered`, `round_limit_exceeded`), the harness
 	// (`harness_error`), recovery after its worker disappeared
 	// (`recovery_unavailable`), or the service shutting down before it
-	// finished (`worker_shutdown`). The failure code says which.
+	// finished (`worker_shutdown`). The failure code says which. An execution
+	// paused at a resumable round (see RoundStatus in elicitation.proto) gets
+	// neither of the last two: another worker takes it over.
 	ExecutionOutcome_EXECUTION_OUTCOME_FAILED ExecutionOutcome = 2
 	// It was cancelled with `ExecutionService.Cancel`, and only then. The
 	// failure code is `cancelled`.
