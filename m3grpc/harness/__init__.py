@@ -14,7 +14,9 @@ from m3grpc.harness.base import (
     InputRound,
     OperationRef,
     OperationStep,
+    ResumePoint,
     operation_id,
+    operation_index,
 )
 from m3grpc.harness.codex import CodexHarness, CodexSettings
 from m3grpc.harness.request_keys import DEFAULT_REQUEST_KEY, META_REQUEST_KEY
@@ -33,6 +35,8 @@ __all__ = [
     "InputRound",
     "OperationRef",
     "OperationStep",
+    "ResumePoint",
     "ScriptedHarness",
     "operation_id",
+    "operation_index",
 ]

@@ -59,11 +59,22 @@ TASK_NOT_SUPPORTED = "task_not_supported"
 # The server's task ended `cancelled` (not by M3) or `failed` without a result.
 TASK_CANCELLED = "task_cancelled"
 TASK_FAILED = "task_failed"
+# A released execution's stored round does not match the operation the plan puts
+# there, or its resume token is unreadable: it cannot be resumed (fails closed).
+RESUME_UNAVAILABLE = "resume_unavailable"
 
 
 def operation_id(index: int) -> str:
     """The logical operation id of the `index`-th (0-based) planned operation."""
     return f"op-{index}"
+
+
+def operation_index(logical_operation_id: str) -> int | None:
+    """The planned position `operation_id` encoded, or None for another id."""
+    prefix, _, index = logical_operation_id.partition("-")
+    if prefix != "op" or not index.isdigit():
+        return None
+    return int(index)
 
 
 @dataclass(frozen=True)
@@ -133,6 +144,26 @@ class InputRound:
     # resume token: a native agent process cannot be resumed by another worker.
     harness_session_id: str | None = None
     turn_metadata: Mapping[str, Any] | None = None
+    # Set only on a round another worker may resume (a 2026-07-28 round of a
+    # binding pinned to that protocol: the server holds nothing open): what the
+    # harness needs, besides `requests` and `request_state`, to send the retry
+    # from a fresh process. Opaque to everyone but the harness; stored with the round.
+    resume_token: str | None = None
+
+
+@dataclass(frozen=True)
+class ResumePoint:
+    """Where a released execution resumes (see `InputRound.resume_token`).
+
+    `completed` are the results of the operations that finished before (they
+    are not run again); `operation_index` is the operation the round belongs to
+    (its planned position); `round` is the stored round, whose answers the
+    resolver hands out again, and the harness then sends the retry.
+    """
+
+    operation_index: int
+    completed: Sequence[OperationResult]
+    round: InputRound
 
 
 class InputResolver(Protocol):
@@ -187,6 +218,9 @@ class HarnessTask:
     # answer the agent's native permission prompts outside the tool selection.
     models: Sequence[str] = ()
     permission_policy: Literal["deny", "allow"] = "deny"
+    # A released execution resumed by another worker (only harnesses whose
+    # rounds carry a resume token are handed one).
+    resume: ResumePoint | None = None
 
     def __post_init__(self) -> None:
         if self.round_limit < 1:

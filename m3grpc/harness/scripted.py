@@ -126,6 +126,7 @@ from m3grpc.harness.base import (
     MCP_ERROR,
     PROTOCOL_MISMATCH,
     REQUEST_STATE_REJECTED,
+    RESUME_UNAVAILABLE,
     ROUND_LIMIT_EXCEEDED,
     SERVER_UNAVAILABLE,
     TASK_CANCELLED,
@@ -299,15 +300,35 @@ class _Run:
         selected_set, plan = await anyio.to_thread.run_sync(self._plan)
         results: list[OperationResult] = []
         error: BaseException | None = None
+        resume = self._task.resume
+        if resume is not None:
+            # A released execution: the operations before the round's finished
+            # under another worker (their results are stored); they are not re-run.
+            results = list(resume.completed)
+            if not 0 <= resume.operation_index < len(plan):
+                stored = resume.round.operation
+                failed = _failed(
+                    stored,
+                    RESUME_UNAVAILABLE,
+                    f"the stored round's operation {stored.logical_operation_id} is unplanned",
+                )
+                assert failed.result is not None
+                return [*results, failed.result]
         # The stack owns the connection: it closes (and a stdio server is
         # stopped) however this block exits, cancellation included.
         async with AsyncExitStack() as stack:
             for index, planned in enumerate(plan):
+                resumed: InputRound | None = None
+                if resume is not None:
+                    if index < resume.operation_index:
+                        continue
+                    if index == resume.operation_index:
+                        resumed = resume.round
                 # Let other work run between operations: a step that fails at once
                 # (an unknown tool) never yields, and a script may be long.
                 await anyio.sleep(0)
                 outcome = await self._explain_lost_connection(
-                    await self._run_one(stack, index, planned, selected_set)
+                    await self._run_one(stack, index, planned, selected_set, resumed)
                 )
                 last = index == len(plan) - 1 or outcome.stop or outcome.error is not None
                 if outcome.result is not None:
@@ -363,10 +384,29 @@ class _Run:
         )
 
     async def _run_one(
-        self, stack: AsyncExitStack, index: int, planned: _Planned, selected: AbstractSet[str]
+        self,
+        stack: AsyncExitStack,
+        index: int,
+        planned: _Planned,
+        selected: AbstractSet[str],
+        resumed: InputRound | None = None,
     ) -> _Outcome:
         step = planned.step
         ref = self._ref(index, step, step.arguments)
+        if resumed is not None:
+            stored = resumed.operation
+            if (stored.logical_operation_id, stored.operation_kind, stored.operation_name) != (
+                ref.logical_operation_id,
+                ref.operation_kind,
+                ref.operation_name,
+            ) or _resume_keys(resumed) is None:
+                return _failed(
+                    ref,
+                    RESUME_UNAVAILABLE,
+                    f"the stored round of {stored.logical_operation_id} "
+                    f"({stored.operation_kind} {stored.operation_name!r}) cannot resume this plan",
+                    stop=True,
+                )
         if step.kind == "tool" and step.name not in selected:
             return _failed(
                 ref,
@@ -409,7 +449,10 @@ class _Run:
                 return await self._operate(
                     ref, as_task=True, task_ttl_ms=None if ttl is None else round(ttl * 1000)
                 )
-        return await self._operate(ref)
+        if resumed is not None:
+            # The retry carries exactly the arguments of the call that asked.
+            ref = resumed.operation
+        return await self._operate(ref, resumed)
 
     async def _connect(self, stack: AsyncExitStack) -> Client:
         server = self._task.server
@@ -475,14 +518,21 @@ class _Run:
         return self._tools
 
     async def _operate(
-        self, ref: OperationRef, *, as_task: bool = False, task_ttl_ms: int | None = None
+        self,
+        ref: OperationRef,
+        resumed: InputRound | None = None,
+        *,
+        as_task: bool = False,
+        task_ttl_ms: int | None = None,
     ) -> _Outcome:
         active = _ActiveOperation(ref, self._task.round_limit, task_ttl_ms=task_ttl_ms)
         self._active = active
         outcome: _Outcome | None = None
         try:
             with active.scope:
-                outcome = await (self._drive_task(active) if as_task else self._drive(active))
+                outcome = await (
+                    self._drive_task(active) if as_task else self._drive(active, resumed)
+                )
         finally:
             self._active = None
         if active.error is not None:
@@ -503,11 +553,22 @@ class _Run:
         assert outcome is not None, "the operation scope is only cancelled by an abort"
         return outcome
 
-    async def _drive(self, active: _ActiveOperation) -> _Outcome | None:
-        """Send the operation, resolving MRTR rounds until a final result (None if aborted)."""
+    async def _drive(
+        self, active: _ActiveOperation, resumed: InputRound | None = None
+    ) -> _Outcome | None:
+        """Send the operation, resolving MRTR rounds until a final result (None if
+        aborted). `resumed`: the operation's stored round (another worker sent the
+        call and got it): its answers are obtained first and the retry sent with
+        its request_state, so the call is not sent afresh."""
         ref = active.ref
         responses: InputResponses | None = None
         state: str | None = None
+        if resumed is not None:
+            active.rounds = resumed.round_index
+            responses = await self._resumed_round(active, resumed)
+            if responses is None:
+                return None
+            state = resumed.request_state
         state_only = 0
         unattended = 0  # retries that carried only automatic answers (roots)
         delay = _STATE_ONLY_BACKOFF_SECONDS[0]
@@ -568,7 +629,9 @@ class _Run:
                 continue
             if active.rounds >= active.round_limit:
                 return _failed(ref, ROUND_LIMIT_EXCEEDED, _round_limit_message(active))
-            answers = await self._mrtr_round(active, split.elicitations, reply.request_state)
+            answers = await self._mrtr_round(
+                active, split.elicitations, reply.request_state, automatic=split.automatic
+            )
             if answers is None:
                 return None
             responses = {**split.automatic, **answers}
@@ -748,6 +811,8 @@ class _Run:
         active: _ActiveOperation,
         params: Mapping[str, ElicitRequestParams],
         request_state: str | None,
+        *,
+        automatic: InputResponses,
     ) -> InputResponses | None:
         """Resolve the elicitations of one InputRequiredResult as a round; their
         input_responses for the retry, or None if aborted."""
@@ -756,6 +821,13 @@ class _Run:
                 active.abort(failure=(INVALID_ELICITATION_SCHEMA, problem))
                 return None
         wire_keys = mrtr_request_keys(params)
+        resume_token: str | None = None
+        if self._task.server.protocol == MRTR_PROTOCOL:
+            # Pinned to 2026-07-28: the server holds nothing open, so a fresh
+            # process can send the retry (see InputRound.resume_token).
+            resume_token = json.dumps(
+                {"wire_keys": wire_keys, "roots": sorted(automatic)}, sort_keys=True
+            )
         round = InputRound(
             operation=active.ref,
             round_index=active.rounds,
@@ -765,6 +837,7 @@ class _Run:
             },
             request_state=request_state,
             protocol="mrtr",
+            resume_token=resume_token,
         )
         active.rounds += 1
         try:
@@ -776,6 +849,27 @@ class _Run:
         if results is None:
             return None
         return {wire_keys[key]: result for key, result in results.items()}
+
+    async def _resumed_round(
+        self, active: _ActiveOperation, round: InputRound
+    ) -> InputResponses | None:
+        """A stored round's answers (from the resolver, which waits for them if
+        needed) as the retry's input_responses, or None if aborted."""
+        keys = _resume_keys(round)
+        assert keys is not None, "checked by _run_one"
+        wire_keys, roots = keys
+        active.rounds += 1
+        try:
+            answers = await self._resolve(round)
+        except Exception as exc:  # M3Error is recorded, anything else re-raised by _operate
+            active.abort(error=exc)
+            return None
+        results = _check_answers(active, round, answers)
+        if results is None:
+            return None
+        responses: InputResponses = {wire: self._roots() for wire in roots}
+        responses.update({wire_keys[key]: result for key, result in results.items()})
+        return responses
 
     async def _url_required_round(self, active: _ActiveOperation, error: MCPError) -> _Stop | None:
         """A URL-elicitation-required error (-32042) as a round; None to retry the call."""
@@ -937,6 +1031,18 @@ def _mismatch_message(server: ServerBinding, client: Client) -> str:
         f"binding {server.name!r} is pinned to MCP protocol {server.protocol}, "
         f"but the server offered {offered}"
     )
+
+
+def _resume_keys(round: InputRound) -> tuple[dict[str, str], list[str]] | None:
+    """A resume token's (request key -> server key) map and roots/list server
+    keys; None if it is missing, unreadable or does not cover the round."""
+    try:
+        token = json.loads(round.resume_token or "")
+        wire_keys = {str(k): str(v) for k, v in token["wire_keys"].items()}
+        roots = [str(key) for key in token["roots"]]
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return None
+    return (wire_keys, roots) if set(wire_keys) == set(round.requests) else None
 
 
 def _schema_problem(key: str, params: ElicitRequestParams) -> str | None:

@@ -1,8 +1,12 @@
-"""Recovery: fail closed every execution and round whose worker's lease expired.
+"""Recovery: every execution and round whose worker's lease expired.
 
-A persisted round does not make a native harness action resumable, so an
-orphaned round is failed with `recovery_unavailable` (and its execution
-finishes failed); it never becomes pending again.
+A persisted round does not make a native harness action resumable (a legacy
+`elicitation/create` held open, a native agent process), so such an orphaned
+round is failed with `recovery_unavailable` (and its execution finishes
+failed); it never becomes pending again. The one exception is a resumable
+round (a 2026-07-28 round of a binding pinned to that protocol, still pending
+or answered: see m3grpc.storage.handover): the server holds nothing open, so
+its execution is released, and the next worker to claim it sends the retry.
 """
 
 from __future__ import annotations
@@ -16,8 +20,11 @@ from m3grpc.storage import SqlExecutionStore
 log = logging.getLogger(__name__)
 
 
-def recover_expired(store: SqlExecutionStore, live: Collection[str] = ()) -> list[str]:
+def recover_expired(
+    store: SqlExecutionStore, live: Collection[str] = (), released: list[str] | None = None
+) -> list[str]:
     """Fail the expired executions and rounds; returns the execution IDs finished.
+    Those released for another worker instead are appended to `released`.
 
     `live` are the executions the calling process is running right now: their
     leases may have lapsed while its event loop stalled, but their owner is
@@ -29,6 +36,15 @@ def recover_expired(store: SqlExecutionStore, live: Collection[str] = ()) -> lis
         if execution_id in live:
             continue
         try:
+            if store.release_expired(execution_id):
+                if released is not None:
+                    released.append(execution_id)
+                log.warning(
+                    "released execution %s: its worker disappeared; its round waits "
+                    "for the next worker",
+                    execution_id,
+                )
+                continue
             store.fail_recovery(execution_id)
         except ManagedInputRecoveryError:
             continue  # renewed meanwhile

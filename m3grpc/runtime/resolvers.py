@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from typing import Protocol
 
-from m3grpc.errors import ManagedInputStateError, OperationTimeout
+from m3grpc.errors import M3Error, ManagedInputStateError, OperationTimeout
 from m3grpc.harness import InputRound, OperationRef
 from m3grpc.plan import answer_from_plan
 from m3grpc.runtime.leases import LeaseHolder
@@ -33,6 +33,7 @@ from m3grpc.specs import ElicitationPlan
 from m3grpc.storage import SqlExecutionStore
 from m3grpc.types import (
     ElicitationResponse,
+    ManagedInputRecord,
     ManagedInputStatus,
     OperationResult,
     PendingElicitationRound,
@@ -94,8 +95,12 @@ class ManagedInputResolver:
         round_timeout: timedelta | None,
         poll_interval: float,
         slot: WorkerSlot | None = None,
+        resumed: ManagedInputRecord | None = None,
     ) -> None:
         self._store = store
+        # A released execution's round this worker adopted: the harness hands it
+        # back (same operation and round_index) and it is awaited, not created.
+        self._resumed = resumed
         self._slot = slot
         self._rounds = store.managed_input_store
         self._notifier = notifier
@@ -112,12 +117,45 @@ class ManagedInputResolver:
         # ones first) and its logical operation.
         self.open_round_id: str | None = None
         self._open_operation_id: str | None = None
+        # The open round may pass to another worker (it has a resume token) and
+        # its answer has not been handed to the harness yet.
+        self._open_resumable = False
+
+    @property
+    def releasable(self) -> bool:
+        """Could the execution be handed to another worker now (graceful shutdown)?
+        The store has the last word (m3grpc.storage.handover)."""
+        return self.open_round_id is not None and self._open_resumable
+
+    async def release(self) -> bool:
+        """Hand the execution on (its worker is stopping): True if the store
+        released it; False (nothing changed) if its round cannot pass on."""
+        if not self.releasable:
+            return False
+        try:
+            released = await asyncio.to_thread(
+                self._store.release, self._execution_id, self._lease.lease
+            )
+        except M3Error:
+            return False
+        if released:
+            self.open_round_id, self._open_operation_id = None, None
+            self._open_resumable = False
+        return released
 
     async def __call__(self, round: InputRound) -> Mapping[str, ElicitationResponse]:
         operation = round.operation
         # A new round means every answer handed out before has reached the server:
         # the operation asked again, or (operations run in sequence) it finished.
         await self.settle_all()
+        resumed = self._resumed
+        if (
+            resumed is not None
+            and resumed.pending.logical_operation_id == operation.logical_operation_id
+            and resumed.round_index == round.round_index
+        ):
+            self._resumed = None
+            return await self._await_round(resumed.pending, resumable=True)
         now = self._store.now()
         pending = PendingElicitationRound(
             round_id=f"rnd_{uuid.uuid4().hex}",
@@ -139,13 +177,23 @@ class ManagedInputResolver:
             round_limit=self._round_limit,
             operation_parameters=dict(operation.arguments),
             harness_session_id=round.harness_session_id,
+            harness_resume_token=round.resume_token,
             turn_metadata=round.turn_metadata,
         )
+        return await self._await_round(pending, resumable=round.resume_token is not None)
+
+    async def _await_round(
+        self, pending: PendingElicitationRound, *, resumable: bool
+    ) -> Mapping[str, ElicitationResponse]:
+        """Wait for the open round's answer, then start delivering it."""
         self.open_round_id = pending.round_id
-        self._open_operation_id = operation.logical_operation_id
+        self._open_operation_id = pending.logical_operation_id
+        self._open_resumable = resumable
         responses = await self._wait_without_slot(pending)
+        # From here the answer may reach the server: the round no longer passes on.
+        self._open_resumable = False
         await asyncio.to_thread(self._rounds.start_delivery, pending.round_id, self._lease.lease)
-        self._delivering[operation.logical_operation_id] = pending.round_id
+        self._delivering[pending.logical_operation_id] = pending.round_id
         return responses
 
     async def input_delivered(self, operation: OperationRef) -> None:
@@ -264,6 +312,7 @@ class ManagedInputResolver:
         if self.open_round_id == round_id:
             self.open_round_id = None
             self._open_operation_id = None
+            self._open_resumable = False
 
     async def _wait_without_slot(
         self, pending: PendingElicitationRound

@@ -16,12 +16,21 @@ import contextlib
 import logging
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any
 
 from m3grpc.errors import M3Error, ManagedInputConflict
-from m3grpc.harness import Harness, HarnessOutcome, HarnessTask, OperationStep
+from m3grpc.harness import (
+    Harness,
+    HarnessOutcome,
+    HarnessTask,
+    InputRound,
+    OperationRef,
+    OperationStep,
+    ResumePoint,
+    operation_index,
+)
 from m3grpc.runtime.leases import LeaseHolder
 from m3grpc.runtime.limits import Limits, bounded_result
 from m3grpc.runtime.notifier import Notifier
@@ -30,10 +39,13 @@ from m3grpc.runtime.resolvers import ManagedInputResolver, PlanInputResolver
 from m3grpc.runtime.submission import parse_spec
 from m3grpc.servers import ServerBinding, StdioServer
 from m3grpc.specs import AgentSpec, OperationSpec, ScriptStep
-from m3grpc.storage import ClaimedExecution, SqlExecutionStore
+from m3grpc.storage import ClaimedExecution, ManagedInputRecord, SqlExecutionStore
 from m3grpc.types import AgentReport, ExecutionOutcome, ExecutionResult, OperationResult
 
 log = logging.getLogger(__name__)
+
+# The stop reason of an execution handed to another worker at a graceful shutdown.
+_RELEASED = "worker_released"
 
 
 @dataclass(frozen=True)
@@ -67,6 +79,7 @@ class WorkerPool:
         self._limits = limits or Limits()
         self._running: dict[str, asyncio.Task[None]] = {}
         self._leases: dict[str, LeaseHolder] = {}
+        self._resolvers: dict[str, PlanInputResolver | ManagedInputResolver] = {}
         # Running executions waiting for a human: they hold no slot.
         self._waiting: set[str] = set()
         # Waiting executions whose answer came, queued for a slot (they go first).
@@ -87,7 +100,7 @@ class WorkerPool:
         return len(self._running) - len(self._waiting)
 
     async def start(self) -> None:
-        await asyncio.to_thread(recover_expired, self._store)
+        await asyncio.to_thread(recover_expired, self._store, (), [])
         self._loops = [
             asyncio.create_task(self._claim_loop(), name="m3-claim"),
             asyncio.create_task(self._recovery_loop(), name="m3-recovery"),
@@ -110,13 +123,29 @@ class WorkerPool:
         return True
 
     async def stop(self, grace: float) -> None:
-        """Stop claiming; let running executions finish for `grace` seconds, then
-        cancel the rest (finished failed, code `worker_shutdown`)."""
+        """Stop claiming; hand every execution whose round can pass to another
+        worker on at once (it waits for a human, and the next worker to claim it
+        delivers the answer); let the other running executions finish for `grace`
+        seconds, then cancel the rest (finished failed, code `worker_shutdown`)."""
         self._stopping = True
         # The heartbeat runs on until the last execution stops: leases stay live.
         heartbeat = [loop for loop in self._loops if loop.get_name() == "m3-heartbeat"]
         others = [loop for loop in self._loops if loop not in heartbeat]
         await _cancel_all(others)
+        for execution_id, resolver in list(self._resolvers.items()):
+            task = self._running.get(execution_id)
+            if (
+                task is not None
+                and isinstance(resolver, ManagedInputResolver)
+                and resolver.releasable
+                and execution_id not in self._stop_reasons
+            ):
+                self._stop_reasons[execution_id] = (
+                    ExecutionOutcome.FAILED,
+                    _RELEASED,
+                    "the service shut down before the execution finished",
+                )
+                task.cancel()
         try:
             await self._stop_running(grace)
         finally:
@@ -166,9 +195,13 @@ class WorkerPool:
             # This process's own executions are alive even if a stalled loop let
             # their leases lapse: recovery is for owners that are gone.
             live = frozenset(self._running)
+            released: list[str] = []
             try:
-                for execution_id in await asyncio.to_thread(recover_expired, self._store, live):
+                finished = await asyncio.to_thread(recover_expired, self._store, live, released)
+                for execution_id in finished + released:
                     self._notifier.notify(execution_id)
+                if released:
+                    self.wake()  # claim them now
             except M3Error:
                 log.exception("recovery pass failed; retrying next interval")
 
@@ -258,8 +291,17 @@ class WorkerPool:
         try:
             # Parsing a large spec is work in proportion to its size: off the loop.
             spec, task = await asyncio.to_thread(self._prepare, execution_id, claimed.spec)
-            resolver = self._resolver(claimed, spec, lease)
+            resumed = None
+            if claimed.resumed_round_id is not None:
+                resumed, task = await asyncio.to_thread(
+                    self._resume_point, claimed.resumed_round_id, task
+                )
+            resolver = self._resolver(claimed, spec, lease, resumed)
+            self._resolvers[execution_id] = resolver
             result = await self._execute(execution_id, spec, task, resolver)
+            if result is None:
+                log.info("execution %s released: its round waits for the next worker", execution_id)
+                return
             # Bounded so the stored Result always fits in a reply; off the loop,
             # as a long script's result is work in proportion to its size.
             result = await asyncio.to_thread(bounded_result, result, self._limits)
@@ -274,6 +316,7 @@ class WorkerPool:
             log.exception("execution %s crashed in the runtime", execution_id)
         finally:
             self._running.pop(execution_id, None)
+            self._resolvers.pop(execution_id, None)
             self._leases.pop(execution_id, None)
             self._waiting.discard(execution_id)
             self._stop_reasons.pop(execution_id, None)
@@ -286,7 +329,8 @@ class WorkerPool:
         spec: AgentSpec | OperationSpec,
         task: HarnessTask,
         resolver: PlanInputResolver | ManagedInputResolver,
-    ) -> ExecutionResult:
+    ) -> ExecutionResult | None:
+        """The execution's result; None if it was handed to another worker."""
         harness_name = spec.harness if isinstance(spec, AgentSpec) else "scripted"
         harness = self._harnesses[harness_name]
         operations: list[OperationResult] = []
@@ -302,6 +346,10 @@ class WorkerPool:
                 execution_id,
                 (ExecutionOutcome.CANCELLED, "cancelled", "the execution was cancelled"),
             )
+            if code == _RELEASED:
+                if isinstance(resolver, ManagedInputResolver) and await resolver.release():
+                    return None
+                code = "worker_shutdown"  # its round moved on meanwhile: fail closed
             await resolver.fail_open_round(code, message)
             return self._result(execution_id, operations, outcome, code, message)
         except Exception as exc:  # a harness bug must still finish the execution
@@ -347,8 +395,41 @@ class WorkerPool:
 
     # -- building blocks ------------------------------------------------------------
 
+    def _resume_point(
+        self, round_id: str, task: HarnessTask
+    ) -> tuple[ManagedInputRecord, HarnessTask]:
+        """The adopted round of a released execution, and the task resuming at it:
+        the operations stored before it are not run again."""
+        record = self._store.managed_input_store.get_round(round_id)
+        pending = record.pending
+        index = operation_index(pending.logical_operation_id)
+        completed = self._store.operation_results(task.execution_id)
+        round = InputRound(
+            operation=OperationRef(
+                logical_operation_id=pending.logical_operation_id,
+                server=pending.server,
+                operation_kind=pending.operation_kind,
+                operation_name=pending.operation_name,
+                arguments=dict(record.operation_parameters),
+            ),
+            round_index=record.round_index,
+            requests=pending.requests,
+            request_state=pending.request_state,
+            protocol="mrtr",
+            resume_token=record.harness_resume_token,
+        )
+        # An unreadable position resumes nowhere: the harness fails it closed.
+        point = ResumePoint(
+            operation_index=-1 if index is None else index, completed=completed, round=round
+        )
+        return record, replace(task, resume=point)
+
     def _resolver(
-        self, claimed: ClaimedExecution, spec: AgentSpec | OperationSpec, lease: LeaseHolder
+        self,
+        claimed: ClaimedExecution,
+        spec: AgentSpec | OperationSpec,
+        lease: LeaseHolder,
+        resumed: ManagedInputRecord | None = None,
     ) -> PlanInputResolver | ManagedInputResolver:
         if claimed.human_input != "managed":
             return PlanInputResolver(
@@ -368,6 +449,7 @@ class WorkerPool:
             ),
             poll_interval=self._settings.poll_interval,
             slot=_Slot(self, execution_id),
+            resumed=resumed,
         )
 
     def _prepare(

@@ -41,9 +41,10 @@ from m3grpc.storage.events import (
     last_seq,
     read_events,
 )
+from m3grpc.storage.handover import adopt_rounds, release_execution
 from m3grpc.storage.identifiers import require_identifier
 from m3grpc.storage.managed_input import SqlManagedInputStore
-from m3grpc.storage.operations import record_operation
+from m3grpc.storage.operations import record_operation, stored_operations
 from m3grpc.storage.schema import executions, rounds
 from m3grpc.storage.tokens import new_lease_token
 from m3grpc.storage.transitions import (
@@ -68,6 +69,15 @@ from m3grpc.types import (
 _RENEW_CHUNK = 500
 # The state create_execution inserts an execution in.
 _CREATED = EXECUTION_RULE["create_execution"].creates()
+# What claim_next may take: a queued execution, or a released one (waiting for
+# input with no worker, see m3grpc.storage.handover).
+_CLAIMABLE = sa.or_(
+    executions.c.lifecycle.in_(EXECUTION_RULE["claim_next"].open_states()),
+    sa.and_(
+        executions.c.lifecycle.in_(EXECUTION_RULE["claim_released"].open_states()),
+        executions.c.worker_owner_id.is_(None),
+    ),
+)
 
 
 @dataclass(frozen=True)
@@ -78,6 +88,9 @@ class ClaimedExecution:
     spec: dict[str, Any]
     human_input: HumanInput
     lease: ManagedInputLease
+    # A released execution claimed again: the resumable round its worker adopted
+    # (see m3grpc.storage.handover); None for a queued execution.
+    resumed_round_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -201,13 +214,14 @@ class SqlExecutionStore:
     # -- the worker's side --------------------------------------------------------
 
     def claim_next(self, *, owner_id: str, lease_duration: timedelta) -> ClaimedExecution | None:
-        """Claim the oldest queued execution for `owner_id`, or None when the queue is empty."""
+        """Claim the oldest queued or released execution for `owner_id`, or None when
+        there is none. A released execution's round is adopted in the same
+        transaction (see m3grpc.storage.handover)."""
         require_identifier(owner_id, "owner_id")
-        rule = EXECUTION_RULE["claim_next"]
         with write_transaction(self._engine) as conn:
             query = (
                 sa.select(executions)
-                .where(executions.c.lifecycle.in_(rule.open_states()))
+                .where(_CLAIMABLE)
                 .order_by(executions.c.created_at, executions.c.execution_id)
                 .limit(1)
             )
@@ -217,14 +231,17 @@ class SqlExecutionStore:
             if row is None:
                 return None
             now = self.now()
+            released = row.lifecycle != ExecutionStatus.QUEUED.value
+            rule = EXECUTION_RULE["claim_released" if released else "claim_next"]
             lease = ManagedInputLease(
                 owner_id=owner_id, lease_token=new_lease_token(), expires_at=now + lease_duration
             )
             claimed = conn.execute(
                 executions.update()
                 .where(executions.c.execution_id == row.execution_id)
-                # Only a still-queued execution: two claimers can never both win.
+                # Only a still-claimable execution: two claimers can never both win.
                 .where(executions.c.lifecycle.in_(rule.open_states()))
+                .where(executions.c.worker_owner_id.is_(None))
                 .values(
                     lifecycle=rule.target(ExecutionStatus(row.lifecycle)).value,
                     worker_owner_id=lease.owner_id,
@@ -235,12 +252,40 @@ class SqlExecutionStore:
             )
             if claimed.rowcount != 1:
                 return None  # another worker claimed it first; the caller polls again
+            resumed = adopt_rounds(conn, row.execution_id, lease, now=now) if released else None
             return ClaimedExecution(
                 execution_id=row.execution_id,
                 spec=dict(row.spec),
                 human_input=row.human_input,
                 lease=lease,
+                resumed_round_id=resumed,
             )
+
+    def release(self, execution_id: str, lease: ManagedInputLease) -> bool:
+        """Hand the execution on at a graceful shutdown: if its one open round is
+        resumable (m3grpc.storage.handover), the round stays as it is without an
+        owner and the execution waits for the next worker's claim. False, and
+        nothing changed, otherwise (the worker then finishes it as before)."""
+        with write_transaction(self._engine) as conn:
+            _row, now = self._guard(conn, execution_id, lease)
+            return release_execution(conn, execution_id, now=now, lease=lease)
+
+    def release_expired(self, execution_id: str) -> bool:
+        """Recovery's first choice for an execution whose worker's lease expired:
+        release it if its round is resumable (True). False: recovery fails it
+        closed (`fail_recovery`). ManagedInputRecoveryError if it is held live
+        (or was released or claimed meanwhile)."""
+        with write_transaction(self._engine) as conn:
+            row = self._load(conn, execution_id, for_update=True)
+            now = self.now()
+            if row.lifecycle == ExecutionStatus.FINISHED.value:
+                return False
+            if row.worker_lease_expires_at is None or row.worker_lease_expires_at > now:
+                raise ManagedInputRecoveryError(
+                    "the execution's worker still holds a live lease",
+                    metadata={"execution_id": execution_id},
+                )
+            return release_execution(conn, execution_id, now=now, lease=None)
 
     def renew_execution(
         self, execution_id: str, lease: ManagedInputLease, *, lease_duration: timedelta
@@ -328,6 +373,11 @@ class SqlExecutionStore:
             _row, now = self._guard(conn, execution_id, lease)
             record_operation(conn, execution_id, result, last=last, now=now)
 
+    def operation_results(self, execution_id: str) -> list[OperationResult]:
+        """The execution's stored operation results, in the order they finished."""
+        with read_transaction(self._engine) as conn:
+            return stored_operations(conn, execution_id)[0]
+
     def finish(
         self, execution_id: str, lease: ManagedInputLease | None, result: ExecutionResult
     ) -> ExecutionState:
@@ -379,6 +429,11 @@ class SqlExecutionStore:
             row = self._load(conn, execution_id, for_update=True)
             now = self.now()
             cancel = EXECUTION_RULE["request_cancel"]
+            if row.worker_owner_id is None and EXECUTION_RULE["cancel_released"].allows(
+                row.lifecycle
+            ):
+                # Released (m3grpc.storage.handover): no worker would see the flag.
+                cancel = EXECUTION_RULE["cancel_released"]
             if cancel.allows(row.lifecycle):
                 self._finish(
                     conn,
@@ -388,7 +443,11 @@ class SqlExecutionStore:
                         execution_id=execution_id,
                         outcome=ExecutionOutcome.CANCELLED,
                         failure_code="cancelled",
-                        failure_message="cancelled before a worker started it",
+                        failure_message=(
+                            "cancelled before a worker started it"
+                            if cancel.method == "request_cancel"
+                            else "cancelled while it waited for a worker to resume it"
+                        ),
                         finished_at=now,
                     ),
                 )

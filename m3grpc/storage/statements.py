@@ -27,6 +27,7 @@ def update_round(columns: tuple[str, ...]) -> sa.Update:
         rounds.update()
         .where(rounds.c.round_id == sa.bindparam("b_round_id"))
         .where(rounds.c.status == sa.bindparam("b_status"))
-        .where(rounds.c.lease_token == sa.bindparam("b_lease_token"))
+        # NULL-safe: a released round has no lease token until a worker adopts it.
+        .where(rounds.c.lease_token.is_not_distinct_from(sa.bindparam("b_lease_token")))
         .values({name: sa.bindparam(f"v_{name}", type_=rounds.c[name].type) for name in columns})
     )

@@ -72,6 +72,9 @@ class Actor(enum.StrEnum):
     # The execution finishes (by its worker, a cancel or recovery): its open rounds
     # fail with it, whatever their own leases say, as nothing could deliver to them.
     EXECUTION = "execution finishing"
+    # A worker claiming a released execution: its resumable round has no owner,
+    # and takes the claimer's new execution lease.
+    CLAIMER = "claimer"
 
 
 @dataclass(frozen=True)
@@ -83,6 +86,8 @@ class Rule(Generic[StatusT]):
     from_states: frozenset[StatusT | None]
     to_state: StatusT | None
     actor: Actor
+    # Only a resumable round (one with a harness resume token) may move by it.
+    resumable_only: bool = False
 
     def allows(self, status: str | None) -> bool:
         # StatusT members are str enums: a row's plain string compares equal.
@@ -107,11 +112,18 @@ def _rule(
     from_states: Iterable[StatusT | None],
     to_state: StatusT | None,
     actor: Actor,
+    *,
+    resumable_only: bool = False,
 ) -> Rule[StatusT]:
-    return Rule(method, frozenset(from_states), to_state, actor)
+    return Rule(method, frozenset(from_states), to_state, actor, resumable_only)
 
 
 OPEN_ROUND_STATES = frozenset(s for s in ManagedInputStatus if not s.terminal)
+# Where a resumable round (a 2026-07-28 round of a pinned binding: the server holds
+# nothing open, M3 holds its requestState and the answers) may pass to another
+# worker: its retry has not been sent, so any worker can send it, exactly once.
+# From delivery_started on, the retry may have reached the server: fail closed.
+RESUMABLE_ROUND_STATES = frozenset({S.PENDING, S.RESPONSE_VALIDATED})
 NEW = None  # as a from-state: the row does not exist yet
 SAME = None  # as a to-state: the status stays
 
@@ -134,6 +146,12 @@ ROUND_RULES: tuple[Rule[ManagedInputStatus], ...] = (
     # The heartbeat renews an execution's rounds with the execution's lease.
     _rule("renew_leases", OPEN_ROUND_STATES, SAME, Actor.WORKER),
     _rule("claim_round", OPEN_ROUND_STATES, SAME, Actor.OWNER),
+    # A resumable round outlives its worker: handed on at a graceful shutdown, or
+    # by recovery when its worker died, it keeps its status and loses its owner;
+    # the worker that next claims the execution adopts it and sends the retry.
+    _rule("release", RESUMABLE_ROUND_STATES, SAME, Actor.WORKER, resumable_only=True),
+    _rule("release_recovery", RESUMABLE_ROUND_STATES, SAME, Actor.RECOVERY, resumable_only=True),
+    _rule("adopt_round", RESUMABLE_ROUND_STATES, SAME, Actor.CLAIMER, resumable_only=True),
 )
 
 EXECUTION_RULES: tuple[Rule[ExecutionStatus], ...] = (
@@ -151,6 +169,12 @@ EXECUTION_RULES: tuple[Rule[ExecutionStatus], ...] = (
         E.FINISHED,
         Actor.RECOVERY,
     ),
+    # A released execution (waiting for input, no worker: see the round rules
+    # `release`, `release_recovery`) keeps waiting until a worker claims it again.
+    _rule("release", [E.WAITING_FOR_INPUT], E.WAITING_FOR_INPUT, Actor.WORKER),
+    _rule("release_recovery", [E.WAITING_FOR_INPUT], E.WAITING_FOR_INPUT, Actor.RECOVERY),
+    _rule("claim_released", [E.WAITING_FOR_INPUT], E.WAITING_FOR_INPUT, Actor.WORKER),
+    _rule("cancel_released", [E.WAITING_FOR_INPUT], E.FINISHED, Actor.CALLER),
 )
 
 ROUND_RULE: Mapping[str, Rule[ManagedInputStatus]] = {r.method: r for r in ROUND_RULES}
@@ -193,7 +217,10 @@ def check_round(
         require_not_recovered(row)
         if row.status not in allowed:
             raise state_error(row, f"the round is not {_either(allowed)}")
-        if row.lease_expires_at is None or row.lease_expires_at <= now:
+        # A resumable round waits for the next worker: its answer is kept for it.
+        if row.harness_resume_token is None and (
+            row.lease_expires_at is None or row.lease_expires_at <= now
+        ):
             raise ManagedInputRecoveryError(
                 "the worker that owns this round is gone (lease expired); "
                 "recovery will fail the round",
@@ -234,6 +261,14 @@ def check_round(
             "the round's owner still holds a live lease: recovery would race it",
             metadata={"round_id": row.round_id, "execution_id": row.execution_id},
         )
+    elif actor is Actor.CLAIMER and row.owner_id is not None:
+        raise ManagedInputConflict(
+            "the round was not released: a worker owns it",
+            conflict_kind=ConflictKind.STALE_LEASE,
+            metadata={"round_id": row.round_id},
+        )
+    if rule.resumable_only and row.harness_resume_token is None:
+        raise state_error(row, "the round cannot pass to another worker (not resumable)")
     # Actor.EXECUTION: the execution's own guard decided (its lease, its cancel,
     # its recovery); its rounds fail with it whatever their own leases say.
     if row.status not in allowed:

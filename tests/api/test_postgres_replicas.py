@@ -4,7 +4,9 @@ the generated stubs: what users of a multi-replica deployment rely on.
 - a replica without workers takes calls while another replica runs the work,
   and its WatchPending stream sees the other replica's writes;
 - worker replicas share one queue and run every execution exactly once;
-- a replica that dies with a pending round is recovered closed by another one.
+- a replica that dies with a pending round is recovered closed by another one,
+  unless the round is resumable (2026-07-28, pinned): then the other one takes
+  the execution over and delivers the answer.
 
 Each test gets a fresh database on the server named by M3_TEST_POSTGRES_URL
 (skipped when it is unset). Every wait is bounded; nothing asserts on time.
@@ -41,6 +43,7 @@ from .conftest import (
     respond_request,
     write_config,
 )
+from .test_round_resume import assert_resumed_once, resume_config, submit_ledger
 from .test_watch import Key, Watcher
 
 pytestmark = [
@@ -286,3 +289,36 @@ def test_round_of_a_killed_replica_is_recovered_by_another(replicas: Replicas) -
     assert late.info.reason == "MANAGED_INPUT_RECOVERY_UNAVAILABLE"
     assert dict(late.info.metadata) == {"round_id": round_id, "execution_id": execution_id}
     assert late.detail(error_details_pb2.PreconditionFailure).violations
+
+
+def test_resumable_round_of_a_killed_replica_is_answered_through_another(
+    replicas: Replicas,
+) -> None:
+    """A 2026-07-28 round (binding pinned to it, server sealing with a fixed key)
+    outlives its replica: the other one releases it, takes it over and sends
+    the retry (see tests/api/test_round_resume.py for the single-service cases)."""
+    tmp, ledger = replicas.tmp, replicas.tmp / "ledger.txt"
+    options = {"pool_size": 1, "lease_seconds": SHORT_LEASE}
+    for name in ("owner", "other"):
+        config = resume_config(tmp, replicas.database, name=name, **options)
+        replicas.processes[name] = ServerProcess(config, tmp / f"{name}.log")
+    owner = replicas.processes["owner"].start().stubs()
+    execution_id = submit_ledger(owner, ledger)
+    round_id = owner.wait_pending(execution_id).round_id
+    owner.close()
+    other = replicas.processes["other"].start().stubs()
+    replicas._stubs.append(other)
+
+    replicas.processes["owner"].kill()  # SIGKILL: its leases are never released
+    # Answered through the other replica, whether or not its recovery ran yet.
+    answered = other.respond(round_id, "address-1")
+    assert answered.status == elicitation_pb2.ROUND_STATUS_RESPONSE_VALIDATED
+    assert_resumed_once(other.result(execution_id), ledger)
+    assert get_round(other, round_id).status == elicitation_pb2.ROUND_STATUS_RESOLVED
+    # The other replica's only complaint is the release of the dead one's work.
+    complaints = replicas.complaints("other")
+    assert complaints, "the other replica's recovery released the execution"
+    assert all(
+        f"m3grpc.runtime.recovery: released execution {execution_id}:" in line
+        for line in complaints
+    ), complaints

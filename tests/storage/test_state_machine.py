@@ -148,6 +148,9 @@ class ModelRound:
     history: list[tuple[EventKind, str]] = field(default_factory=list)
     # Leases once valid for this round and since replaced by claim_round.
     old_leases: list[ManagedInputLease] = field(default_factory=list)
+    # It carries a harness resume token (a 2026-07-28 round of a pinned binding):
+    # a response is accepted even once its owner's lease expired.
+    resumable: bool = False
 
     def lease(self) -> ManagedInputLease:
         return ManagedInputLease(
@@ -285,7 +288,9 @@ class RoundStateMachine(RuleBasedStateMachine):
     @initialize(with_url=st.booleans())
     def two_rounds(self, with_url: bool) -> None:
         self.create_round("worker-a", 60, with_url, with_deadline=False, round_limit=1)
-        self.create_round("worker-b", 300, not with_url, with_deadline=True, round_limit=2)
+        self.create_round(
+            "worker-b", 300, not with_url, with_deadline=True, round_limit=2, resumable=True
+        )
 
     @rule(
         worker=st.sampled_from(WORKERS),
@@ -293,9 +298,16 @@ class RoundStateMachine(RuleBasedStateMachine):
         with_url=st.booleans(),
         with_deadline=st.booleans(),
         round_limit=st.integers(1, 3),
+        resumable=st.booleans(),
     )
     def create_round(
-        self, worker: str, seconds: int, with_url: bool, with_deadline: bool, round_limit: int
+        self,
+        worker: str,
+        seconds: int,
+        with_url: bool,
+        with_deadline: bool,
+        round_limit: int,
+        resumable: bool = False,
     ) -> None:
         execution_id = self.execution_store.create_execution(
             {"prompt": "p"}, human_input="managed"
@@ -308,7 +320,11 @@ class RoundStateMachine(RuleBasedStateMachine):
             expires_at=self.now() + timedelta(seconds=seconds),
         )
         record = self.store.create_round(
-            pending, lease=lease, round_index=round_limit - 1, round_limit=round_limit
+            pending,
+            lease=lease,
+            round_index=round_limit - 1,
+            round_limit=round_limit,
+            harness_resume_token='{"wire_keys": {}}' if resumable else None,
         )
         m = ModelRound(
             round_id=pending.round_id,
@@ -325,6 +341,7 @@ class RoundStateMachine(RuleBasedStateMachine):
             created_at=self.now(),
             updated_at=self.now(),
             history=[(EventKind.ROUND_PENDING, S.PENDING.value)],
+            resumable=resumable,
         )
         self.rounds[m.round_id] = m
         self.order.append(m.round_id)
@@ -417,7 +434,8 @@ class RoundStateMachine(RuleBasedStateMachine):
                 expected, replay = None, True
         elif m.status is not S.PENDING:
             expected = (_not_pending_error(m), None)
-        elif m.lease_expires_at <= now:
+        elif m.lease_expires_at <= now and not m.resumable:
+            # A resumable round's answer waits for the next worker instead.
             expected = (ManagedInputRecoveryError, None)
         elif m.deadline is not None and m.deadline <= now:
             expected = (OperationTimeout, None)
@@ -785,6 +803,7 @@ class RoundStateMachine(RuleBasedStateMachine):
             assert r.resolved_at == m.resolved_at
             assert r.failed_at == m.failed_at
             assert r.failure_code == m.failure_code
+            assert (r.harness_resume_token is not None) is m.resumable
             if m.failure_code is not None:
                 assert r.failure_message
             if m.failure_message is not None:

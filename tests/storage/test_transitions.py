@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from m3grpc.errors import M3Error
+from m3grpc.errors import M3Error, ManagedInputRecoveryError, ManagedInputStateError
 from m3grpc.storage import SqlExecutionStore, SqlManagedInputStore
 from m3grpc.storage.transitions import (
     EXECUTION_RULES,
@@ -92,7 +92,9 @@ def test_rule_methods_are_unique() -> None:
 
 class Walk:
     """One round brought to a given state by its worker and a caller, under the
-    lease of the execution that owns it (a claimed, running execution)."""
+    lease of the execution that owns it (a claimed, running execution). The round
+    is resumable (it carries a harness resume token), so that the handover rules
+    (`release`, `release_recovery`, `adopt_round`) can apply to it."""
 
     def __init__(
         self,
@@ -110,7 +112,7 @@ class Walk:
         self.execution_id = execution_id
         self.lease: ManagedInputLease = claimed.lease
         self.round_id = store.create_round(
-            make_round(execution_id, clock), lease=self.lease
+            make_round(execution_id, clock), lease=self.lease, harness_resume_token="{}"
         ).round_id
         path = {
             S.RESPONSE_VALIDATED: 1,
@@ -163,6 +165,16 @@ class Walk:
             )
         elif method == "claim_round":
             store.claim_round(round_id, owner_id=lease.owner_id, lease_duration=LEASE)
+        elif method == "release":
+            refused_unless(self.execution_store.release(self.execution_id, lease))
+        elif method == "release_recovery":
+            self.clock.advance(LEASE.total_seconds() + 1)
+            refused_unless(self.execution_store.release_expired(self.execution_id))
+        elif method == "adopt_round":
+            # Only a released round can be adopted: release it, then claim it.
+            refused_unless(self.execution_store.release(self.execution_id, lease))
+            claimed = self.execution_store.claim_next(owner_id="adopter", lease_duration=LEASE)
+            assert claimed is not None and claimed.resumed_round_id == round_id
         else:
             raise AssertionError(f"no walk for {method}")
 
@@ -171,7 +183,20 @@ class Walk:
         if self.execution_store.get_state(self.execution_id).lifecycle is ExecutionStatus.FINISHED:
             return
         self.clock.advance(LEASE.total_seconds() * 3)
-        self.execution_store.fail_recovery(self.execution_id)
+        try:
+            self.execution_store.fail_recovery(self.execution_id)
+        except ManagedInputRecoveryError:  # released: no worker, no lease
+            self.execution_store.request_cancel(self.execution_id)
+        assert (
+            self.execution_store.get_state(self.execution_id).lifecycle is ExecutionStatus.FINISHED
+        )
+
+
+def refused_unless(moved: bool) -> None:
+    """The store's handover methods answer False (nothing changed) when the
+    round cannot pass on: a refusal, as a typed error is for the other moves."""
+    if not moved:
+        raise ManagedInputStateError("the round was not handed over")
 
 
 @pytest.mark.parametrize(

@@ -87,6 +87,23 @@ func (ElicitationAction) EnumDescriptor() ([]byte, []int) {
 // `ManagedInputStatus`). A round moves forward only:
 // PENDING -> RESPONSE_VALIDATED -> DELIVERY_STARTED -> DELIVERED -> RESOLVED,
 // and any non-terminal status -> FAILED.
+//
+// Which rounds outlive their worker. A round is *resumable* when, and only
+// when, (1) its server binding is pinned to MCP protocol "2026-07-28" (not
+// "auto", not "legacy"), (2) it is a 2026-07-28 InputRequiredResult round of
+// the `scripted` harness (not a URL-elicitation-required -32042 round, not a
+// `codex` round) and (3) it is PENDING or RESPONSE_VALIDATED (its retry has not
+// been sent). Such a round holds nothing open on the MCP server: the service
+// stores its requests, the server's requestState and the answer, so at a
+// graceful shutdown, or when its worker dies (its lease expires), it keeps its
+// status, and the worker on any replica that next claims its execution sends
+// the retry with the stored requestState and answer (the server must verify a
+// requestState another of its processes sealed, e.g. with a shared key; if it
+// refuses, the operation fails `request_state_rejected`). Every other round is
+// a native held-open action (a legacy `elicitation/create`, a native agent
+// process) or may have reached the server already (DELIVERY_STARTED on), and
+// fails closed: FAILED with `worker_shutdown` at a graceful shutdown, or
+// `recovery_unavailable` when its worker dies.
 type ManagedInputStatus int32
 
 const (
@@ -107,7 +124,8 @@ const (
 	// error result included) or asked a new round.
 	ManagedInputStatus_MANAGED_INPUT_STATUS_RESOLVED ManagedInputStatus = 5
 	// Terminal: the round failed (deadline expired, execution cancelled, the
-	// operation failed without a result, or recovery unavailable); see its
+	// operation failed without a result, the service shut down, or recovery
+	// unavailable: a round that is not resumable, see ManagedInputStatus); see its
 	// failure code, which for a failed operation is the operation's (e.g.
 	// `connection_closed`). It never becomes pending again.
 	ManagedInputStatus_MANAGED_INPUT_STATUS_FAILED ManagedInputStatus = 6

@@ -60,7 +60,9 @@ type ElicitationServiceClient interface {
 	// key; MANAGED_INPUT_RECOVERY_UNAVAILABLE when the worker that owned it
 	// disappeared: recovery failed the round, or will, and a late response
 	// cannot resume it), DEADLINE_EXCEEDED (OPERATION_TIMEOUT) when the
-	// round's deadline has passed.
+	// round's deadline has passed. A resumable round (see ManagedInputStatus) is
+	// answered even while no worker holds it (after a restart, or its worker's
+	// death): the answer waits for the worker that next claims its execution.
 	Respond(ctx context.Context, in *RespondRequest, opts ...grpc.CallOption) (*RespondResponse, error)
 	// Returns one round's durable record, responses redacted.
 	//
@@ -158,7 +160,9 @@ type ElicitationServiceServer interface {
 	// key; MANAGED_INPUT_RECOVERY_UNAVAILABLE when the worker that owned it
 	// disappeared: recovery failed the round, or will, and a late response
 	// cannot resume it), DEADLINE_EXCEEDED (OPERATION_TIMEOUT) when the
-	// round's deadline has passed.
+	// round's deadline has passed. A resumable round (see ManagedInputStatus) is
+	// answered even while no worker holds it (after a restart, or its worker's
+	// death): the answer waits for the worker that next claims its execution.
 	Respond(context.Context, *RespondRequest) (*RespondResponse, error)
 	// Returns one round's durable record, responses redacted.
 	//

@@ -168,7 +168,9 @@ const (
 	//	}
 	ErrorReason_ERROR_REASON_ROUND_NOT_FOUND ErrorReason = 5
 	// The round cannot be safely recovered or reclaimed: the worker that owned
-	// it disappeared while the native elicitation was unresolved. The round is
+	// it disappeared while the native elicitation was unresolved. (A resumable
+	// round, see ManagedInputStatus in elicitation.proto, is never refused so: it
+	// waits for the next worker instead.) The round is
 	// failed with failure code `recovery_unavailable` (or will be, once
 	// recovery runs), the execution finishes failed, and a late response
 	// cannot resume it: `Respond` returns this reason for such a round, before

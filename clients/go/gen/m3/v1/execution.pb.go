@@ -154,7 +154,10 @@ const (
 	ExecutionStatus_EXECUTION_STATUS_QUEUED ExecutionStatus = 1
 	// A worker is running it.
 	ExecutionStatus_EXECUTION_STATUS_RUNNING ExecutionStatus = 2
-	// Paused at a pending elicitation round (HUMAN_INPUT_MANAGED only).
+	// Paused at a pending elicitation round (HUMAN_INPUT_MANAGED only). Also
+	// while no worker holds it: its round is resumable (see ManagedInputStatus in
+	// elicitation.proto) and its worker stopped or died; the worker that next
+	// claims it delivers the answer. Cancel finishes such an execution at once.
 	ExecutionStatus_EXECUTION_STATUS_WAITING_FOR_INPUT ExecutionStatus = 3
 	// Terminal: the outcome and the result are final.
 	ExecutionStatus_EXECUTION_STATUS_FINISHED ExecutionStatus = 4
@@ -220,7 +223,9 @@ const (
 	// `elicitation_not_answered`, `round_limit_exceeded`), the harness
 	// (`harness_error`), recovery after its worker disappeared
 	// (`recovery_unavailable`), or the service shutting down before it
-	// finished (`worker_shutdown`). The failure code says which.
+	// finished (`worker_shutdown`). The failure code says which. An execution
+	// paused at a resumable round (see ManagedInputStatus in elicitation.proto) gets
+	// neither of the last two: another worker takes it over.
 	ExecutionOutcome_EXECUTION_OUTCOME_FAILED ExecutionOutcome = 2
 	// It was cancelled with `ExecutionService.Cancel`, and only then. The
 	// failure code is `cancelled`.

@@ -101,7 +101,9 @@ class ElicitationServiceServicer:
         key; MANAGED_INPUT_RECOVERY_UNAVAILABLE when the worker that owned it
         disappeared: recovery failed the round, or will, and a late response
         cannot resume it), DEADLINE_EXCEEDED (OPERATION_TIMEOUT) when the
-        round's deadline has passed.
+        round's deadline has passed. A resumable round (see ManagedInputStatus) is
+        answered even while no worker holds it (after a restart, or its worker's
+        death): the answer waits for the worker that next claims its execution.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -844,7 +844,10 @@ export enum ExecutionStatus {
   RUNNING = 2,
 
   /**
-   * Paused at a pending elicitation round (HUMAN_INPUT_MANAGED only).
+   * Paused at a pending elicitation round (HUMAN_INPUT_MANAGED only). Also
+   * while no worker holds it: its round is resumable (see ManagedInputStatus in
+   * elicitation.proto) and its worker stopped or died; the worker that next
+   * claims it delivers the answer. Cancel finishes such an execution at once.
    *
    * @generated from enum value: EXECUTION_STATUS_WAITING_FOR_INPUT = 3;
    */
@@ -892,7 +895,9 @@ export enum ExecutionOutcome {
    * `elicitation_not_answered`, `round_limit_exceeded`), the harness
    * (`harness_error`), recovery after its worker disappeared
    * (`recovery_unavailable`), or the service shutting down before it
-   * finished (`worker_shutdown`). The failure code says which.
+   * finished (`worker_shutdown`). The failure code says which. An execution
+   * paused at a resumable round (see ManagedInputStatus in elicitation.proto) gets
+   * neither of the last two: another worker takes it over.
    *
    * @generated from enum value: EXECUTION_OUTCOME_FAILED = 2;
    */
