@@ -7,16 +7,16 @@ finishes failed); it never becomes pending again.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Collection
 
 from m3grpc.errors import ManagedInputRecoveryError, ManagedInputStateError
+from m3grpc.runtime.lifecycle import Lifecycle
 from m3grpc.storage import SqlExecutionStore
 
-log = logging.getLogger(__name__)
 
-
-def recover_expired(store: SqlExecutionStore, live: Collection[str] = ()) -> list[str]:
+def recover_expired(
+    store: SqlExecutionStore, live: Collection[str] = (), lifecycle: Lifecycle | None = None
+) -> list[str]:
     """Fail the expired executions and rounds; returns the execution IDs finished.
 
     `live` are the executions the calling process is running right now: their
@@ -24,6 +24,7 @@ def recover_expired(store: SqlExecutionStore, live: Collection[str] = ()) -> lis
     alive and renews them, so recovery must not fail them (a dead owner runs
     nothing, and another process's recovery still fails its work).
     """
+    lifecycle = lifecycle or Lifecycle()
     finished: list[str] = []
     for execution_id in store.expired_execution_ids():
         if execution_id in live:
@@ -33,7 +34,7 @@ def recover_expired(store: SqlExecutionStore, live: Collection[str] = ()) -> lis
         except ManagedInputRecoveryError:
             continue  # renewed meanwhile
         finished.append(execution_id)
-        log.warning("recovered execution %s: its worker disappeared", execution_id)
+        lifecycle.recovered("execution", execution_id)
     rounds = store.managed_input_store
     for round_id in rounds.expired_round_ids():
         try:
@@ -43,5 +44,5 @@ def recover_expired(store: SqlExecutionStore, live: Collection[str] = ()) -> lis
         except (ManagedInputRecoveryError, ManagedInputStateError):
             continue
         finished.append(record.pending.execution_id)
-        log.warning("recovered round %s: its worker disappeared", round_id)
+        lifecycle.recovered("round", record.pending.execution_id, round_id)
     return finished

@@ -28,6 +28,7 @@ from m3grpc.errors import ManagedInputStateError, OperationTimeout
 from m3grpc.harness import InputRound, OperationRef
 from m3grpc.plan import answer_from_plan
 from m3grpc.runtime.leases import LeaseHolder
+from m3grpc.runtime.lifecycle import Lifecycle
 from m3grpc.runtime.notifier import Notifier, wait_for
 from m3grpc.specs import ElicitationPlan
 from m3grpc.storage import SqlExecutionStore
@@ -94,7 +95,9 @@ class ManagedInputResolver:
         round_timeout: timedelta | None,
         poll_interval: float,
         slot: WorkerSlot | None = None,
+        lifecycle: Lifecycle | None = None,
     ) -> None:
+        self._lifecycle = lifecycle or Lifecycle()
         self._store = store
         self._slot = slot
         self._rounds = store.managed_input_store
@@ -143,6 +146,7 @@ class ManagedInputResolver:
         )
         self.open_round_id = pending.round_id
         self._open_operation_id = operation.logical_operation_id
+        self._lifecycle.round_pending(self._execution_id, pending.round_id, round.round_index)
         responses = await self._wait_without_slot(pending)
         await asyncio.to_thread(self._rounds.start_delivery, pending.round_id, self._lease.lease)
         self._delivering[operation.logical_operation_id] = pending.round_id
@@ -156,6 +160,7 @@ class ManagedInputResolver:
             return
         await asyncio.to_thread(self._rounds.mark_delivered, round_id, self._lease.lease)
         self._delivered.add(round_id)
+        self._lifecycle.round_delivered(self._execution_id, round_id)
 
     async def input_requested(self, operation: OperationRef) -> None:
         """The operation asked again: its answered round is RESOLVED."""
@@ -217,6 +222,7 @@ class ManagedInputResolver:
         operation: OperationResult | None = None,
         last: bool = False,
     ) -> None:
+        answered = round_id in self._delivering.values() or round_id in self._delivered
         try:
             await asyncio.to_thread(
                 self._rounds.fail,
@@ -236,6 +242,10 @@ class ManagedInputResolver:
                     operation,
                     last=last,
                 )
+        else:
+            self._lifecycle.round_failed(
+                self._execution_id, round_id, failure_code, answered=answered
+            )
         self._forget(round_id)
 
     async def _settle(
@@ -250,9 +260,11 @@ class ManagedInputResolver:
             return
         if round_id not in self._delivered:
             await asyncio.to_thread(self._rounds.mark_delivered, round_id, self._lease.lease)
+            self._lifecycle.round_delivered(self._execution_id, round_id)
         await asyncio.to_thread(
             self._rounds.resolve, round_id, self._lease.lease, operation=operation, last=last
         )
+        self._lifecycle.round_resolved(self._execution_id, round_id)
         self._forget(round_id)
 
     def _forget(self, round_id: str) -> None:
@@ -324,6 +336,9 @@ class ManagedInputResolver:
             )
         except ManagedInputStateError:
             return
+        self._lifecycle.round_failed(
+            self._execution_id, pending.round_id, "operation_timeout", answered=False
+        )
         self._forget(pending.round_id)
         raise OperationTimeout(
             f"round {pending.round_id} expired at its deadline {pending.deadline}",
