@@ -10,15 +10,15 @@ from grpc_status import rpc_status
 
 from m3grpc.api import guard
 from m3grpc.api.guard import Context
+from m3grpc.api.server_listing import binding_not_found, list_servers
 from m3grpc.api.watch import PendingWatch, ServiceShuttingDown
 from m3grpc.errors import (
     FieldViolation,
     ModelValidationError,
     ResultWaitTimeout,
-    ServerBindingNotFoundError,
 )
 from m3grpc.runtime import Runtime
-from m3grpc.runtime.limits import MAX_ID_CHARS, clip
+from m3grpc.runtime.limits import MAX_ID_CHARS
 from m3grpc.servers import ServerBinding
 from m3grpc.types import HumanInput
 from m3grpc.wire import convert, messages, spec_codec
@@ -108,6 +108,12 @@ class ExecutionService(execution_service_pb2_grpc.ExecutionServiceServicer):
         except ServiceShuttingDown:
             await context.abort_with_status(rpc_status.to_status(shutting_down_status()))
 
+    @guard.unary
+    async def ListServers(
+        self, request: pb.ListServersRequest, context: Context
+    ) -> pb.ListServersResponse:
+        return await list_servers(request, self._bindings)
+
 
 def _invalid_timeout(why: str) -> ModelValidationError:
     return ModelValidationError(
@@ -140,8 +146,6 @@ def _submission(
     name = document["server"]
     binding = bindings.get(name)
     if binding is None:
-        raise ServerBindingNotFoundError(
-            f"no server binding named {clip(name)} is configured", metadata={"server": clip(name)}
-        )
+        raise binding_not_found(name, bindings)
     document["server"] = binding.model_dump(mode="json")
     return document, human_input

@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 import grpc
 
 from m3grpc.client.sync import CHANNEL_OPTIONS, respond_outcome
+from m3grpc.servers import ServerDescription
 from m3grpc.specs import AgentSpec, ElicitationPlan, OperationSpec, PermissionPolicy, ScriptStep
 from m3grpc.submit_options import RespondOutcome, SubmitOptions
 from m3grpc.types import (
@@ -25,7 +26,7 @@ from m3grpc.types import (
     HumanInput,
     PendingElicitationRound,
 )
-from m3grpc.wire import messages, requests
+from m3grpc.wire import messages, requests, servers
 from m3grpc.wire.events import WatchEvent, event_from_message
 from m3grpc.wire.gen.m3.v1 import (
     elicitation_service_pb2,
@@ -113,6 +114,18 @@ class AsyncRemoteMCPTestKit:
             raise typed_error(error) from error
         finally:
             call.cancel()
+
+    async def list_servers(
+        self, names: Sequence[str] | None = None, *, include_tools: bool = False
+    ) -> list[ServerDescription]:
+        """As RemoteMCPTestKit.list_servers."""
+        deadline = None if self.timeout is None else max(self.timeout, 60.0)
+        response = await self._call_until(
+            self._executions.ListServers,
+            servers.list_servers_request(list(names or ()), include_tools),
+            deadline if include_tools else self.timeout,
+        )
+        return servers.server_models(response)
 
     async def _submit(
         self, request: execution_service_pb2.SubmitRequest

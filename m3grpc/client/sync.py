@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 
 import grpc
 
+from m3grpc.servers import ServerDescription
 from m3grpc.specs import AgentSpec, ElicitationPlan, OperationSpec, PermissionPolicy, ScriptStep
 from m3grpc.submit_options import RespondOutcome, SubmitOptions
 from m3grpc.types import (
@@ -27,7 +28,7 @@ from m3grpc.types import (
     HumanInput,
     PendingElicitationRound,
 )
-from m3grpc.wire import messages, requests
+from m3grpc.wire import messages, requests, servers
 from m3grpc.wire.events import WatchEvent, event_from_message
 from m3grpc.wire.gen.m3.v1 import (
     elicitation_service_pb2,
@@ -127,6 +128,21 @@ class RemoteMCPTestKit:
             raise typed_error(error) from error
         finally:
             call.cancel()  # the consumer stopped early: end the stream
+
+    def list_servers(
+        self, names: Sequence[str] | None = None, *, include_tools: bool = False
+    ) -> list[ServerDescription]:
+        """The service's server bindings (all, or those named), sorted by name; with
+        `include_tools`, each with its tools or `tools_error` (the service connects
+        to each server). An unknown name raises ServerBindingNotFoundError."""
+        # Listing tools connects to every server (each bounded at 30 s on the service).
+        deadline = None if self.timeout is None else max(self.timeout, 60.0)
+        response = self._call_until(
+            self._executions.ListServers,
+            servers.list_servers_request(list(names or ()), include_tools),
+            deadline if include_tools else self.timeout,
+        )
+        return servers.server_models(response)
 
     def _submit(self, request: execution_service_pb2.SubmitRequest) -> RemoteExecutionHandle:
         response = self._call(self._executions.Submit, request)

@@ -5,6 +5,7 @@ re-exported here.
 """
 
 from m3grpc.harness.codex import CodexSettings
+from m3grpc.harness.discovery import ListedTool, ToolListing, list_tools
 from m3grpc.runtime.facade import Runtime, default_harnesses
 from m3grpc.runtime.worker import WorkerSettings
 from m3grpc.storage import EventKind, SqlExecutionStore, StoredEvent
@@ -13,10 +14,13 @@ from m3grpc.storage.managed_input import redact_responses
 __all__ = [
     "CodexSettings",
     "EventKind",
+    "ListedTool",
     "Runtime",
     "SqlExecutionStore",
     "StoredEvent",
+    "ToolListing",
     "WorkerSettings",
     "default_harnesses",
+    "list_tools",
     "redact_responses",
 ]
