@@ -15,7 +15,13 @@ from collections.abc import Callable, Iterator
 from typing import Any
 from wsgiref.simple_server import WSGIServer
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    disable_created_metrics,
+    start_http_server,
+)
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
@@ -87,6 +93,8 @@ class ServiceMetrics:
     process (tests) never share counters."""
 
     def __init__(self) -> None:
+        # No `*_created` series next to every counter: they only double the output.
+        disable_created_metrics()  # type: ignore[no-untyped-call]
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
         self.rpcs = Counter(

@@ -111,6 +111,7 @@ def test_metrics_move_with_a_real_round(
     assert _value(samples, "m3_queue_depth") == 0
     assert _value(samples, "m3_active_executions") == 0
     assert _value(samples, "m3_workers_up") == 1
+    assert not any(name.endswith("_created") for name, _ in samples)
     # No ID and no content in any label.
     labels = " ".join(str(key[1]) for key in samples)
     assert answered["execution_id"] not in labels
@@ -160,6 +161,10 @@ def test_json_logs_one_event_a_line_and_never_the_answer(
     entries = [json.loads(line) for line in lines]  # every stderr line is one JSON object
     assert all({"ts", "level", "logger", "msg"} <= entry.keys() for entry in entries)
     assert any(entry["level"] == "debug" for entry in entries)  # debug really was on
+    # grpc's and asyncio's own Python log lines went through the same formatter.
+    loggers = {entry["logger"] for entry in entries}
+    assert "asyncio" in loggers
+    assert any(name.startswith("grpc") for name in loggers)
 
     mine = [e for e in entries if e.get("execution_id") == execution_id]
     events = [e["event"] for e in mine if "event" in e]
