@@ -5,6 +5,7 @@ metrics scraped over loopback, and reflection v1 as well as v1alpha."""
 from __future__ import annotations
 
 import json
+import socket
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -283,3 +284,19 @@ def test_reflection_v1_lists_the_services(stubs: Stubs) -> None:
         reflected[0].file_descriptor_response.file_descriptor_proto[0]
     )
     assert own.package == "grpc.reflection.v1"
+
+
+def test_busy_metrics_port_is_refused(tmp_path: Path) -> None:
+    """A metrics address another process holds refuses the start like a busy gRPC port."""
+    from tests.api.test_startup import refused
+
+    config = write_config(tmp_path / "m3.toml", tmp_path / "m3.sqlite")
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        busy = f"127.0.0.1:{holder.getsockname()[1]}"
+        line = refused("--config", str(config), "--listen", "127.0.0.1:0", "--metrics-listen", busy)
+    assert busy in line and "already in use" in line, line
+    assert not (tmp_path / "m3.sqlite").exists()  # refused before touching anything
+    line = refused("--config", str(config), "--metrics-listen", "127.0.0.1:99999")
+    assert "out of range" in line, line
