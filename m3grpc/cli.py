@@ -1,6 +1,7 @@
 """The `m3grpc` command line.
 
 m3grpc serve [--config m3.toml] [--listen HOST:PORT] [--log-level LEVEL]
+             [--log-format text|json] [--metrics-listen HOST:PORT]
 m3grpc db upgrade|status, check-config, health   (m3grpc/ops/)
 m3grpc demo ...        (when m3grpc.demo exists)
 m3grpc submit|status|result|cancel|pending|respond|watch|rounds ...
@@ -13,7 +14,6 @@ import argparse
 import asyncio
 import importlib
 import importlib.util
-import logging
 import sys
 from collections.abc import Sequence
 
@@ -22,7 +22,15 @@ from m3grpc.ops.commands import register as register_ops_commands
 
 # What `serve` and `demo` need beyond the remote client's dependencies (the
 # `server` extra of the distribution).
-_SERVER_MODULES = ("sqlalchemy", "alembic", "jsonschema", "mcp", "grpc_health", "grpc_reflection")
+_SERVER_MODULES = (
+    "sqlalchemy",
+    "alembic",
+    "jsonschema",
+    "mcp",
+    "grpc_health",
+    "grpc_reflection",
+    "prometheus_client",
+)
 
 
 def _missing_server_modules() -> list[str]:
@@ -43,18 +51,24 @@ def _require_server(command: str) -> bool:
 def _serve(args: argparse.Namespace) -> int:
     if not _require_server("serve"):
         return 2
+    # Before grpc is imported: its C core reads GRPC_VERBOSITY once, at load.
+    from m3grpc.api.logs import configure_logging
+
+    configure_logging(args.log_level, args.log_format)
     # Imported here so `m3grpc --help` stays fast and needs no grpc.
     from m3grpc.api.config import ConfigError, load_config
     from m3grpc.api.server import StartupError, serve
 
-    logging.basicConfig(
-        level=args.log_level.upper(),
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
     try:
         config = load_config(args.config)
-        asyncio.run(serve(config, listen=args.listen, config_source=args.config))
+        asyncio.run(
+            serve(
+                config,
+                listen=args.listen,
+                metrics_listen=args.metrics_listen,
+                config_source=args.config,
+            )
+        )
     except (ConfigError, StartupError) as exc:
         # One line and exit status 2, no traceback: the operator's input is wrong.
         print(f"m3grpc: {exc}", file=sys.stderr)
@@ -88,6 +102,12 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--listen", help="HOST:PORT; overrides the config (port 0: any free port)")
     serve.add_argument(
         "--log-level", default="warning", choices=["debug", "info", "warning", "error"]
+    )
+    serve.add_argument(
+        "--log-format", default="text", choices=["text", "json"], help="one line per event"
+    )
+    serve.add_argument(
+        "--metrics-listen", help="HOST:PORT for Prometheus /metrics (default: off, or the config)"
     )
     serve.set_defaults(run=_serve)
     register_ops_commands(commands, _require_server)  # db, check-config, health

@@ -115,3 +115,42 @@ __all__ = [
     "TaggedServerBinding",
     "server_binding_adapter",
 ]
+
+
+# -- what ListServers tells a remote client -------------------------------------------
+
+
+class ToolDescription(BaseModel):
+    """A tool a bound server lists (ListServers with tools)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    title: str = ""
+    description: str = ""
+    input_schema: dict[str, object] = Field(default_factory=dict)
+
+
+class ServerListingError(BaseModel):
+    """Why a binding's tools could not be listed: a lower-case failure code
+    (`server_unavailable`, `protocol_mismatch`, `mcp_error`, `timeout`) and a message."""
+
+    model_config = ConfigDict(frozen=True)
+
+    code: str
+    message: str = ""
+
+
+class ServerDescription(BaseModel):
+    """A binding configured on a service, as ListServers describes it: its name,
+    transport and protocol generation, and (when asked) its tools or why they
+    could not be listed. Never its command, URL, headers or environment."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    transport: Literal["stdio", "streamable_http"]
+    protocol: McpProtocol
+    negotiated_protocol_version: str = ""
+    tools: tuple[ToolDescription, ...] = ()
+    tools_error: ServerListingError | None = None

@@ -54,6 +54,7 @@ SERVER_ONLY = {
     "httpx2",
     "grpc_health",
     "grpc_reflection",
+    "prometheus_client",
     "psycopg",
     "rfc3339_validator",
     "rfc3986_validator",

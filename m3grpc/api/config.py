@@ -5,6 +5,8 @@
     shutdown_grace_seconds = 10.0     # in-flight RPCs and executions get this long on SIGTERM
     watch_poll_interval_seconds = 0.15
     keepalive_seconds = 30.0          # HTTP/2 pings keep idle WatchPending streams alive
+    metrics_listen = "127.0.0.1:9464" # Prometheus /metrics on its own port; omit: off
+    health_check_interval_seconds = 5.0   # database and worker check behind gRPC health
 
     [workers]
     pool_size = 4                     # executions run at once in this process
@@ -167,6 +169,8 @@ class ServiceConfig(_Section):
     shutdown_grace_seconds: float = Field(default=10.0, ge=0)
     watch_poll_interval_seconds: float = Field(default=0.15, gt=0)
     keepalive_seconds: float = Field(default=30.0, gt=0)
+    metrics_listen: str | None = None
+    health_check_interval_seconds: float = Field(default=5.0, gt=0)
     workers: Workers = Field(default_factory=Workers)
     limits: LimitsSection = Field(default_factory=LimitsSection)
     servers: Mapping[str, ServerBinding] = Field(default_factory=dict)
@@ -183,6 +187,11 @@ class ServiceConfig(_Section):
     @classmethod
     def _listen(cls, value: str) -> str:
         return check_listen(value)
+
+    @field_validator("metrics_listen")
+    @classmethod
+    def _metrics_listen(cls, value: str | None) -> str | None:
+        return None if value is None else check_listen(value)
 
     @field_validator("servers", mode="before")
     @classmethod

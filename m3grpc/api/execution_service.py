@@ -10,13 +10,12 @@ from grpc_status import rpc_status
 
 from m3grpc.api import guard
 from m3grpc.api.guard import Context
+from m3grpc.api.server_listing import binding_not_found, list_servers
 from m3grpc.api.watch import PendingWatch, ServiceShuttingDown
-from m3grpc.clipping import clip
 from m3grpc.errors import (
     FieldViolation,
     ModelValidationError,
     ResultWaitTimeout,
-    ServerBindingNotFoundError,
 )
 from m3grpc.runtime import Runtime
 from m3grpc.runtime.limits import MAX_ID_CHARS
@@ -109,6 +108,12 @@ class ExecutionService(execution_service_pb2_grpc.ExecutionServiceServicer):
         except ServiceShuttingDown:
             await context.abort_with_status(rpc_status.to_status(shutting_down_status()))
 
+    @guard.unary
+    async def ListServers(
+        self, request: pb.ListServersRequest, context: Context
+    ) -> pb.ListServersResponse:
+        return await list_servers(request, self._bindings)
+
 
 def _invalid_timeout(why: str) -> ModelValidationError:
     return ModelValidationError(
@@ -141,8 +146,6 @@ def _submission(
     name = document["server"]
     binding = bindings.get(name)
     if binding is None:
-        raise ServerBindingNotFoundError(
-            f"no server binding named {clip(name)} is configured", metadata={"server": clip(name)}
-        )
+        raise binding_not_found(name, bindings)
     document["server"] = binding.model_dump(mode="json")
     return document, human_input

@@ -15,16 +15,19 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 import grpc
-from grpc_health.v1 import health, health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection
+from grpc_health.v1 import health, health_pb2_grpc
 
 from m3grpc.api.config import ServiceConfig, check_listen
 from m3grpc.api.elicitation_service import ElicitationService
 from m3grpc.api.execution_service import ExecutionService
+from m3grpc.api.health import HealthMonitor
+from m3grpc.api.metrics import ServiceMetrics
 from m3grpc.api.preflight import describe_cause as _cause
 from m3grpc.api.preflight import preflight
 from m3grpc.api.preflight import redact_url as _redacted
+from m3grpc.api.reflection import enable_reflection
 from m3grpc.api.registration import add_servicer
+from m3grpc.api.rpc_log import RpcLogInterceptor
 from m3grpc.api.watch import PendingWatch
 from m3grpc.errors import ManagedInputValidationError, ModelValidationError
 from m3grpc.runtime import Runtime, SchemaVersionError, SqlExecutionStore, default_harnesses
@@ -82,27 +85,44 @@ class RunningService:
     store: SqlExecutionStore
     health: Any
     shutdown: asyncio.Event = field(default_factory=asyncio.Event)
+    health_monitor: HealthMonitor | None = None
+    metrics: ServiceMetrics | None = None
+    # HOST:PORT of the Prometheus endpoint, when one is served.
+    metrics_address: str | None = None
 
     async def stop(self, grace: float) -> None:
         """Stop accepting calls; in-flight calls and executions get `grace` seconds."""
         self.shutdown.set()  # open WatchPending streams end (UNAVAILABLE) and can resume
+        if self.health_monitor is not None:
+            await self.health_monitor.stop()
         await self.health.enter_graceful_shutdown()
         try:
             await asyncio.gather(self.server.stop(grace), self.runtime.stop(grace))
         finally:
             self.store.close()
+            if self.metrics is not None:
+                self.metrics.close()
 
 
 async def start_service(
-    config: ServiceConfig, *, listen: str | None = None, config_source: str | None = None
+    config: ServiceConfig,
+    *,
+    listen: str | None = None,
+    metrics_listen: str | None = None,
+    config_source: str | None = None,
 ) -> RunningService:
     address = listen or config.listen
+    metrics_address = metrics_listen or config.metrics_listen
     try:
         check_listen(address)  # --listen overrides the already validated config value
+        if metrics_address is not None:
+            check_listen(metrics_address)
     except ValueError as exc:
         raise ListenError(str(exc)) from None
     # Before anything else starts, so that a refused start has touched nothing.
     _probe_listen(address)
+    if metrics_address is not None:
+        _probe_listen(metrics_address)
     store = _open_store(config.database)
     _log_preflight(config, config_source)
     runtime = Runtime(
@@ -112,7 +132,11 @@ async def start_service(
         harnesses=default_harnesses(codex=config.codex.settings()),
         limits=config.runtime_limits(),
     )
-    server = grpc.aio.server(options=server_options(config))
+    metrics = ServiceMetrics() if metrics_address is not None else None
+    server = grpc.aio.server(
+        options=server_options(config),
+        interceptors=[RpcLogInterceptor(metrics.on_rpc if metrics is not None else None)],
+    )
     # Bound before the workers start: a start that loses the port claims no work.
     try:
         port = server.add_insecure_port(address)
@@ -122,22 +146,50 @@ async def start_service(
     if port == 0:
         store.close()
         raise ListenError(f"cannot listen on {address}")
-    await runtime.start()
     shutdown = asyncio.Event()
     watch = PendingWatch(
         runtime, poll_interval=config.watch_poll_interval_seconds, shutdown=shutdown
     )
+    metrics_bound = None
+    if metrics is not None and metrics_address is not None:
+        try:
+            metrics_bound = metrics.serve(metrics_address)
+        except OSError as exc:
+            store.close()
+            raise ListenError(f"cannot listen on {metrics_address}: {exc.strerror}") from None
+        metrics.track(runtime, watch)
+    await runtime.start()
     add_m3_services(server, runtime, config.servers, watch)
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-    reflection.enable_server_reflection(
-        (*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server
-    )
+    enable_reflection(server, (*SERVICE_NAMES, health.SERVICE_NAME))
     await server.start()
-    for name in ("", *SERVICE_NAMES):
-        await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+    monitor = HealthMonitor(
+        runtime, health_servicer, SERVICE_NAMES, interval=config.health_check_interval_seconds
+    )
+    await monitor.start()
     host = address.rpartition(":")[0]
-    return RunningService(f"{host}:{port}", server, runtime, store, health_servicer, shutdown)
+    log.info(
+        "serving on %s:%s",
+        host,
+        port,
+        extra={
+            "event": "service.started",
+            "metrics": metrics_bound,
+            "bindings": len(config.servers),
+        },
+    )
+    return RunningService(
+        f"{host}:{port}",
+        server,
+        runtime,
+        store,
+        health_servicer,
+        shutdown,
+        health_monitor=monitor,
+        metrics=metrics,
+        metrics_address=metrics_bound,
+    )
 
 
 def add_m3_services(
@@ -226,6 +278,7 @@ async def serve(
     config: ServiceConfig,
     *,
     listen: str | None = None,
+    metrics_listen: str | None = None,
     out: TextIO = sys.stdout,
     config_source: str | None = None,
 ) -> None:
@@ -233,12 +286,16 @@ async def serve(
 
     `config_source`: the file `config` was read from, for the start-up summary.
     """
-    service = await start_service(config, listen=listen, config_source=config_source)
+    service = await start_service(
+        config, listen=listen, metrics_listen=metrics_listen, config_source=config_source
+    )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
-    # Tests and scripts wait for this exact line.
+    if service.metrics_address is not None:
+        print(f"m3grpc metrics on http://{service.metrics_address}/metrics", file=out, flush=True)
+    # Tests and scripts wait for this exact line (printed last).
     print(f"m3grpc serving on {service.address}", file=out, flush=True)
     try:
         await stop.wait()

@@ -40,8 +40,18 @@ class PendingWatch:
         self._runtime = runtime
         self._poll_interval = poll_interval
         self._shutdown = shutdown
+        # Open WatchPending streams of this process (a metrics gauge).
+        self.active = 0
 
     async def stream(self, execution_id: str, token: str) -> AsyncIterator[WatchEvent]:
+        self.active += 1
+        try:
+            async for event in self._stream(execution_id, token):
+                yield event
+        finally:
+            self.active -= 1
+
+    async def _stream(self, execution_id: str, token: str) -> AsyncIterator[WatchEvent]:
         if execution_id:
             await self._runtime.snapshot(execution_id)  # EXECUTION_NOT_FOUND up front
         if token:

@@ -23,6 +23,7 @@ from m3grpc.client.sync import (
     RemoteExecutionHandle,
     RemoteMCPTestKit,
 )
+from m3grpc.servers import ServerDescription, ServerListingError, ToolDescription
 from m3grpc.submit_options import RespondOutcome
 from m3grpc.wire.events import (
     ExecutionFinished,
@@ -44,5 +45,8 @@ __all__ = [
     "RespondOutcome",
     "RoundLeftPending",
     "RoundPending",
+    "ServerDescription",
+    "ServerListingError",
+    "ToolDescription",
     "WatchEvent",
 ]

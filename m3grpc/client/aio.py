@@ -17,6 +17,7 @@ import grpc
 
 from m3grpc.client import calls
 from m3grpc.client.calls import CHANNEL_OPTIONS, Call, Stubs
+from m3grpc.servers import ServerDescription
 from m3grpc.specs import AgentSpec, ElicitationPlan, OperationSpec, PermissionPolicy, ScriptStep
 from m3grpc.submit_options import RespondOutcome, SubmitOptions
 from m3grpc.types import (
@@ -95,6 +96,12 @@ class AsyncRemoteMCPTestKit:
             raise typed_error(error) from error
         finally:
             call.cancel()
+
+    async def list_servers(
+        self, names: Sequence[str] | None = None, *, include_tools: bool = False
+    ) -> list[ServerDescription]:
+        """As RemoteMCPTestKit.list_servers."""
+        return await self._run(calls.list_servers(names or (), include_tools, self.timeout))
 
     async def _submit(
         self, request: execution_service_pb2.SubmitRequest

@@ -7,10 +7,11 @@ runner; a handle method is one line in either kit.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar
 
+from m3grpc.servers import ServerDescription
 from m3grpc.submit_options import RespondOutcome
 from m3grpc.types import (
     ElicitationResponse,
@@ -18,7 +19,7 @@ from m3grpc.types import (
     ExecutionState,
     PendingElicitationRound,
 )
-from m3grpc.wire import messages, requests
+from m3grpc.wire import messages, requests, servers
 from m3grpc.wire.gen.m3.v1 import (
     elicitation_service_pb2,
     elicitation_service_pb2_grpc,
@@ -113,6 +114,22 @@ def cancel(execution_id: str) -> Call[None]:
         lambda stubs: stubs.executions.Cancel,
         execution_service_pb2.CancelRequest(execution_id=execution_id),
         lambda reply: None,
+    )
+
+
+def list_servers(
+    names: Sequence[str], include_tools: bool, kit_timeout: float | None
+) -> Call[list[ServerDescription]]:
+    """ListServers. Listing tools connects to every server (each bounded at 30 s on
+    the service), so that call gets at least 60 s."""
+    deadline: float | Literal["kit"] | None = KIT_TIMEOUT
+    if include_tools:
+        deadline = None if kit_timeout is None else max(kit_timeout, 60.0)
+    return Call(
+        lambda stubs: stubs.executions.ListServers,
+        servers.list_servers_request(list(names), include_tools),
+        servers.server_models,
+        deadline,
     )
 
 

@@ -20,6 +20,7 @@ import grpc
 
 from m3grpc.client import calls
 from m3grpc.client.calls import CHANNEL_OPTIONS, Call, Stubs
+from m3grpc.servers import ServerDescription
 from m3grpc.specs import AgentSpec, ElicitationPlan, OperationSpec, PermissionPolicy, ScriptStep
 from m3grpc.submit_options import RespondOutcome, SubmitOptions
 from m3grpc.types import (
@@ -106,6 +107,14 @@ class RemoteMCPTestKit:
             raise typed_error(error) from error
         finally:
             call.cancel()  # the consumer stopped early: end the stream
+
+    def list_servers(
+        self, names: Sequence[str] | None = None, *, include_tools: bool = False
+    ) -> list[ServerDescription]:
+        """The service's server bindings (all, or those named), sorted by name; with
+        `include_tools`, each with its tools or `tools_error` (the service connects
+        to each server). An unknown name raises ServerBindingNotFoundError."""
+        return self._run(calls.list_servers(names or (), include_tools, self.timeout))
 
     def _submit(self, request: execution_service_pb2.SubmitRequest) -> RemoteExecutionHandle:
         return RemoteExecutionHandle(self, self._run(calls.submit(request)))

@@ -25,6 +25,7 @@ from typing import Self
 
 ROOT = Path(__file__).resolve().parents[2]
 READY_PREFIX = "m3grpc serving on "
+METRICS_PREFIX = "m3grpc metrics on "
 SERVE_COMMAND = (sys.executable, "-m", "m3grpc.cli")
 
 
@@ -57,6 +58,10 @@ class ServeProcess:
         self.new_session = new_session
         self.process: subprocess.Popen[str] | None = None
         self.address = ""
+        # The Prometheus endpoint's URL, when it serves one (--metrics-listen).
+        self.metrics_url = ""
+        # Everything it printed on stdout so far.
+        self.output: list[str] = []
         self.exit_code: int | None = None
         self.killed = False  # stop() had to kill it
 
@@ -76,7 +81,7 @@ class ServeProcess:
                 start_new_session=self.new_session,
             )
         lines: queue.Queue[str | None] = queue.Queue()
-        threading.Thread(target=_pump, args=(process, lines), daemon=True).start()
+        threading.Thread(target=_pump, args=(process, lines, self.output), daemon=True).start()
         deadline = time.monotonic() + timeout
         while (remaining := deadline - time.monotonic()) > 0:
             try:
@@ -85,6 +90,8 @@ class ServeProcess:
                 break
             if line is None:  # it exited
                 break
+            if line.startswith(METRICS_PREFIX):
+                self.metrics_url = line.removeprefix(METRICS_PREFIX).strip()
             if line.startswith(READY_PREFIX):
                 self.address = line.removeprefix(READY_PREFIX).strip()
                 return self
@@ -144,8 +151,11 @@ class ServeProcess:
             return "(no log)"
 
 
-def _pump(process: subprocess.Popen[str], lines: queue.Queue[str | None]) -> None:
+def _pump(
+    process: subprocess.Popen[str], lines: queue.Queue[str | None], output: list[str]
+) -> None:
     assert process.stdout is not None
     for line in process.stdout:
+        output.append(line)
         lines.put(line)
     lines.put(None)

@@ -10,7 +10,6 @@ or the server's last stderr lines. No exception reprs.
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import logging
 import os
@@ -25,6 +24,9 @@ from mcp import MCPError
 from m3grpc.servers import HttpServer, ServerBinding, StdioServer
 
 logger = logging.getLogger(__name__)
+# A stdio server's stderr lines, one log record each (WARNING: without logging
+# set up they still reach stderr, as when the server inherited it).
+server_stderr = logging.getLogger("m3grpc.mcp_server")
 
 # What a failure message quotes of a server's stderr: its last lines, in all at
 # most this many characters (the rest of the output is in the service's log).
@@ -51,6 +53,7 @@ class StderrTail:
         self._partial = b""
         self._lock = threading.Lock()
         self._eof = threading.Event()
+        self._label = label
         threading.Thread(
             target=self._drain, args=(read_fd,), name=f"mcp-stderr-{label}", daemon=True
         ).start()
@@ -71,24 +74,38 @@ class StderrTail:
     def _drain(self, read_fd: int) -> None:
         try:
             while chunk := os.read(read_fd, _READ_SIZE):
-                _pass_through(chunk)
-                self._keep(chunk)
+                self._pass_through(self._keep(chunk))
         except OSError:
             logger.debug("reading an MCP server's stderr failed", exc_info=True)
         finally:
             os.close(read_fd)
             with self._lock:
-                if self._partial:
-                    self._lines.append(_text(self._partial))
+                last = self._partial
+                if last:
+                    self._lines.append(_text(last))
                     self._partial = b""
+            if last:
+                self._pass_through([last])
             self._eof.set()
 
-    def _keep(self, chunk: bytes) -> None:
+    def _keep(self, chunk: bytes) -> list[bytes]:
+        """Keep the tail; returns the lines `chunk` completed."""
         with self._lock:
             *complete, partial = (self._partial + chunk).split(b"\n")
             self._lines.extend(_text(line) for line in complete[-STDERR_TAIL_LINES:])
             # A line without an end is kept only up to the bound of the whole tail.
             self._partial = partial[-STDERR_TAIL_CHARS:]
+        return complete
+
+    def _pass_through(self, lines: list[bytes]) -> None:
+        # The server's stderr still reaches the service's log, a record per
+        # line, so a JSON log stays one object per line.
+        for line in lines:
+            text = _text(line)
+            if text.strip():
+                server_stderr.warning(
+                    "%s", text, extra={"event": "mcp_server.stderr", "server": self._label}
+                )
 
     def snapshot(self) -> str:
         """The last lines read so far (at most STDERR_TAIL_LINES / STDERR_TAIL_CHARS)."""
@@ -116,13 +133,6 @@ class StderrTail:
 
 def _text(line: bytes) -> str:
     return line.decode("utf-8", errors="replace").rstrip("\r")[-STDERR_TAIL_CHARS:]
-
-
-def _pass_through(chunk: bytes) -> None:
-    # The server's stderr still reaches the service's stderr (its log), as it
-    # did when the server inherited it.
-    with contextlib.suppress(OSError):
-        os.write(2, chunk)
 
 
 def leaf_exception(exc: BaseException) -> BaseException:

@@ -5,6 +5,7 @@ re-exported here.
 """
 
 from m3grpc.harness.codex import CodexSettings
+from m3grpc.harness.discovery import ListedTool, ToolListing, list_tools
 from m3grpc.runtime.facade import Runtime, default_harnesses
 from m3grpc.runtime.worker import WorkerSettings
 from m3grpc.storage import EventKind, SqlExecutionStore, StoredEvent
@@ -15,14 +16,17 @@ from m3grpc.storage.schema_version import SchemaState, SchemaStatus, SchemaVersi
 __all__ = [
     "CodexSettings",
     "EventKind",
+    "ListedTool",
     "Runtime",
     "SchemaState",
     "SchemaStatus",
     "SchemaVersionError",
     "SqlExecutionStore",
     "StoredEvent",
+    "ToolListing",
     "WorkerSettings",
     "default_harnesses",
     "inspect_database",
+    "list_tools",
     "redact_responses",
 ]

@@ -24,6 +24,7 @@ from m3grpc.errors import (
 )
 from m3grpc.harness import Harness, ScriptedHarness
 from m3grpc.harness.codex import CodexHarness, CodexSettings
+from m3grpc.runtime.lifecycle import Lifecycle
 from m3grpc.runtime.limits import (
     MAX_IDEMPOTENCY_KEY_CHARS,
     Limits,
@@ -79,6 +80,8 @@ class Runtime:
         self._queue_capacity = queue_capacity
         self._pool: WorkerPool | None = None
         self._notifier: Notifier | None = None
+        # Lifecycle events (log lines, and the service's metrics as a listener).
+        self.lifecycle = Lifecycle()
 
     # -- lifecycle ------------------------------------------------------------------
 
@@ -87,7 +90,13 @@ class Runtime:
         # Every write this process commits may have appended events: wake watchers.
         self.store.add_commit_listener(self.notify_events)
         self._pool = WorkerPool(
-            self.store, self._notifier, self.harnesses, self.settings, self._env, self.limits
+            self.store,
+            self._notifier,
+            self.harnesses,
+            self.settings,
+            self._env,
+            self.limits,
+            self.lifecycle,
         )
         await self._pool.start()
 
@@ -101,6 +110,35 @@ class Runtime:
         if self._notifier is None:
             raise RuntimeError("the runtime is not started")
         return self._notifier
+
+    # -- health and gauges (read by the service's health check and metrics) ----------
+
+    @property
+    def workers_alive(self) -> bool:
+        """The worker pool runs: started, not stopped, none of its loops ended."""
+        return self._pool is not None and self._pool.alive
+
+    @property
+    def running_executions(self) -> int:
+        """Executions this process runs now, those waiting for a human included."""
+        return self._pool.running if self._pool is not None else 0
+
+    @property
+    def waiting_executions(self) -> int:
+        """Executions of this process waiting for a human's answer."""
+        return self._pool.waiting if self._pool is not None else 0
+
+    def check_database(self) -> None:
+        """Raise if the database cannot be reached (blocking: call from a thread)."""
+        self.store.ping()
+
+    def queue_depth(self) -> int:
+        """Queued executions in the database, every replica's (blocking)."""
+        return self.store.count_queued()
+
+    def rounds_by_status(self) -> dict[str, int]:
+        """Rounds per status in the database, every replica's (blocking)."""
+        return self.store.count_rounds_by_status()
 
     # -- executions -----------------------------------------------------------------
 
@@ -126,6 +164,7 @@ class Runtime:
         )
         if self._pool is not None:
             self._pool.wake()
+        self.lifecycle.execution_submitted(created.state.execution_id, replayed=not created.created)
         return created
 
     def _validated(
@@ -228,6 +267,19 @@ class Runtime:
             execution_id=execution_id,
         )
         self.notifier.notify(round_id)
+        row = submission.row
+        created_at = row.get("created_at")
+        self.lifecycle.response_accepted(
+            str(row.get("execution_id", "")),
+            round_id,
+            status=submission.status.value,
+            replayed=submission.replayed,
+            wait_seconds=(
+                (self.store.now() - created_at).total_seconds()
+                if isinstance(created_at, datetime) and not submission.replayed
+                else None
+            ),
+        )
         return submission
 
     async def get_round(self, round_id: str) -> ManagedInputRecord:

@@ -11,17 +11,18 @@ its execution is released, and the next worker to claim it sends the retry.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Collection
 
 from m3grpc.errors import ManagedInputRecoveryError, ManagedInputStateError
+from m3grpc.runtime.lifecycle import Lifecycle
 from m3grpc.storage import SqlExecutionStore
-
-log = logging.getLogger(__name__)
 
 
 def recover_expired(
-    store: SqlExecutionStore, live: Collection[str] = (), released: list[str] | None = None
+    store: SqlExecutionStore,
+    live: Collection[str] = (),
+    released: list[str] | None = None,
+    lifecycle: Lifecycle | None = None,
 ) -> list[str]:
     """Fail the expired executions and rounds; returns the execution IDs finished.
     Those released for another worker instead are appended to `released`.
@@ -31,6 +32,7 @@ def recover_expired(
     alive and renews them, so recovery must not fail them (a dead owner runs
     nothing, and another process's recovery still fails its work).
     """
+    lifecycle = lifecycle or Lifecycle()
     finished: list[str] = []
     for execution_id in store.expired_execution_ids():
         if execution_id in live:
@@ -39,17 +41,13 @@ def recover_expired(
             if store.release_expired(execution_id):
                 if released is not None:
                     released.append(execution_id)
-                log.warning(
-                    "released execution %s: its worker disappeared; its round waits "
-                    "for the next worker",
-                    execution_id,
-                )
+                lifecycle.released(execution_id)
                 continue
             store.fail_recovery(execution_id)
         except ManagedInputRecoveryError:
             continue  # renewed meanwhile
         finished.append(execution_id)
-        log.warning("recovered execution %s: its worker disappeared", execution_id)
+        lifecycle.recovered("execution", execution_id)
     rounds = store.managed_input_store
     for round_id in rounds.expired_round_ids():
         try:
@@ -59,5 +57,5 @@ def recover_expired(
         except (ManagedInputRecoveryError, ManagedInputStateError):
             continue
         finished.append(record.pending.execution_id)
-        log.warning("recovered round %s: its worker disappeared", round_id)
+        lifecycle.recovered("round", record.pending.execution_id, round_id)
     return finished

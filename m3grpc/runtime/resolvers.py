@@ -28,6 +28,7 @@ from m3grpc.errors import M3Error, ManagedInputStateError, OperationTimeout
 from m3grpc.harness import InputRound, OperationRef
 from m3grpc.plan import answer_from_plan
 from m3grpc.runtime.leases import LeaseHolder
+from m3grpc.runtime.lifecycle import Lifecycle
 from m3grpc.runtime.notifier import Notifier, wait_for
 from m3grpc.specs import ElicitationPlan
 from m3grpc.storage import SqlExecutionStore
@@ -96,7 +97,9 @@ class ManagedInputResolver:
         poll_interval: float,
         slot: WorkerSlot | None = None,
         resumed: ManagedInputRecord | None = None,
+        lifecycle: Lifecycle | None = None,
     ) -> None:
+        self._lifecycle = lifecycle or Lifecycle()
         self._store = store
         # A released execution's round this worker adopted: the harness hands it
         # back (same operation and round_index) and it is awaited, not created.
@@ -155,7 +158,7 @@ class ManagedInputResolver:
             and resumed.round_index == round.round_index
         ):
             self._resumed = None
-            return await self._await_round(resumed.pending, resumable=True)
+            return await self._await_round(resumed.pending, round.round_index, resumable=True)
         now = self._store.now()
         pending = PendingElicitationRound(
             round_id=f"rnd_{uuid.uuid4().hex}",
@@ -180,15 +183,18 @@ class ManagedInputResolver:
             harness_resume_token=round.resume_token,
             turn_metadata=round.turn_metadata,
         )
-        return await self._await_round(pending, resumable=round.resume_token is not None)
+        return await self._await_round(
+            pending, round.round_index, resumable=round.resume_token is not None
+        )
 
     async def _await_round(
-        self, pending: PendingElicitationRound, *, resumable: bool
+        self, pending: PendingElicitationRound, round_index: int, *, resumable: bool
     ) -> Mapping[str, ElicitationResponse]:
         """Wait for the open round's answer, then start delivering it."""
         self.open_round_id = pending.round_id
         self._open_operation_id = pending.logical_operation_id
         self._open_resumable = resumable
+        self._lifecycle.round_pending(self._execution_id, pending.round_id, round_index)
         responses = await self._wait_without_slot(pending)
         # From here the answer may reach the server: the round no longer passes on.
         self._open_resumable = False
@@ -204,6 +210,7 @@ class ManagedInputResolver:
             return
         await asyncio.to_thread(self._rounds.mark_delivered, round_id, self._lease.lease)
         self._delivered.add(round_id)
+        self._lifecycle.round_delivered(self._execution_id, round_id)
 
     async def input_requested(self, operation: OperationRef) -> None:
         """The operation asked again: its answered round is RESOLVED."""
@@ -265,6 +272,7 @@ class ManagedInputResolver:
         operation: OperationResult | None = None,
         last: bool = False,
     ) -> None:
+        answered = round_id in self._delivering.values() or round_id in self._delivered
         try:
             await asyncio.to_thread(
                 self._rounds.fail,
@@ -284,6 +292,10 @@ class ManagedInputResolver:
                     operation,
                     last=last,
                 )
+        else:
+            self._lifecycle.round_failed(
+                self._execution_id, round_id, failure_code, answered=answered
+            )
         self._forget(round_id)
 
     async def _settle(
@@ -298,9 +310,11 @@ class ManagedInputResolver:
             return
         if round_id not in self._delivered:
             await asyncio.to_thread(self._rounds.mark_delivered, round_id, self._lease.lease)
+            self._lifecycle.round_delivered(self._execution_id, round_id)
         await asyncio.to_thread(
             self._rounds.resolve, round_id, self._lease.lease, operation=operation, last=last
         )
+        self._lifecycle.round_resolved(self._execution_id, round_id)
         self._forget(round_id)
 
     def _forget(self, round_id: str) -> None:
@@ -373,6 +387,9 @@ class ManagedInputResolver:
             )
         except ManagedInputStateError:
             return
+        self._lifecycle.round_failed(
+            self._execution_id, pending.round_id, "operation_timeout", answered=False
+        )
         self._forget(pending.round_id)
         raise OperationTimeout(
             f"round {pending.round_id} expired at its deadline {pending.deadline}",

@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any
 
-from m3grpc.errors import M3Error, ManagedInputConflict
+from m3grpc.errors import ManagedInputConflict
 from m3grpc.harness import (
     Harness,
     HarnessOutcome,
@@ -32,6 +32,7 @@ from m3grpc.harness import (
     operation_index,
 )
 from m3grpc.runtime.leases import LeaseHolder
+from m3grpc.runtime.lifecycle import Lifecycle
 from m3grpc.runtime.limits import Limits, bounded_result
 from m3grpc.runtime.notifier import Notifier
 from m3grpc.runtime.recovery import recover_expired
@@ -69,7 +70,9 @@ class WorkerPool:
         settings: WorkerSettings,
         env: Mapping[str, str],
         limits: Limits | None = None,
+        lifecycle: Lifecycle | None = None,
     ) -> None:
+        self.lifecycle = lifecycle or Lifecycle()
         self.owner_id = f"worker-{uuid.uuid4().hex[:12]}"
         self._store = store
         self._notifier = notifier
@@ -95,12 +98,27 @@ class WorkerPool:
         return len(self._running)
 
     @property
+    def waiting(self) -> int:
+        """Running executions waiting for a human's answer."""
+        return len(self._waiting)
+
+    @property
+    def alive(self) -> bool:
+        """Started, not stopping, and none of the claim, recovery and heartbeat
+        loops has ended (a loop ending on its own means the workers stopped)."""
+        return (
+            bool(self._loops)
+            and not self._stopping
+            and not any(loop.done() for loop in self._loops)
+        )
+
+    @property
     def active(self) -> int:
         """Executions holding a slot: running and not waiting for a human."""
         return len(self._running) - len(self._waiting)
 
     async def start(self) -> None:
-        await asyncio.to_thread(recover_expired, self._store, (), [])
+        await asyncio.to_thread(recover_expired, self._store, (), [], self.lifecycle)
         self._loops = [
             asyncio.create_task(self._claim_loop(), name="m3-claim"),
             asyncio.create_task(self._recovery_loop(), name="m3-recovery"),
@@ -172,17 +190,29 @@ class WorkerPool:
     # -- loops ------------------------------------------------------------------
 
     async def _claim_loop(self) -> None:
+        failing = False
         while not self._stopping:
             self._wake.clear()
             while self.active + self._resuming < self._settings.concurrency:
-                claimed = await asyncio.to_thread(
-                    self._store.claim_next,
-                    owner_id=self.owner_id,
-                    lease_duration=self._settings.lease_duration,
-                )
+                try:
+                    claimed = await asyncio.to_thread(
+                        self._store.claim_next,
+                        owner_id=self.owner_id,
+                        lease_duration=self._settings.lease_duration,
+                    )
+                except Exception:
+                    # The database may be down for a while: keep trying, log once.
+                    if not failing:
+                        log.exception("claiming work failed; retrying every poll interval")
+                    failing = True
+                    break
+                if failing:
+                    log.warning("claiming work succeeds again")
+                    failing = False
                 if claimed is None:
                     break
                 self._leases[claimed.execution_id] = LeaseHolder(claimed.lease)
+                self.lifecycle.execution_claimed(claimed.execution_id, self.owner_id)
                 task = asyncio.create_task(self._run(claimed), name=claimed.execution_id)
                 self._running[claimed.execution_id] = task
             with contextlib.suppress(TimeoutError):
@@ -197,12 +227,14 @@ class WorkerPool:
             live = frozenset(self._running)
             released: list[str] = []
             try:
-                finished = await asyncio.to_thread(recover_expired, self._store, live, released)
+                finished = await asyncio.to_thread(
+                    recover_expired, self._store, live, released, self.lifecycle
+                )
                 for execution_id in finished + released:
                     self._notifier.notify(execution_id)
                 if released:
                     self.wake()  # claim them now
-            except M3Error:
+            except Exception:  # M3Error, or the database briefly unavailable
                 log.exception("recovery pass failed; retrying next interval")
 
     async def _heartbeat_loop(self) -> None:
@@ -221,7 +253,7 @@ class WorkerPool:
                 if execution_id in self._stop_reasons:
                     continue  # already stopping: a second cancel would cut its cleanup
                 if execution_id not in renewed:
-                    log.error("execution %s lost its lease; stopping it", execution_id)
+                    self.lifecycle.lease_lost(execution_id)
                     self._stop_reasons.setdefault(
                         execution_id,
                         (ExecutionOutcome.FAILED, "lease_lost", "the worker lost its lease"),
@@ -308,6 +340,9 @@ class WorkerPool:
             await self._ensure_lease(execution_id)
             try:
                 await asyncio.to_thread(self._store.finish, execution_id, lease.lease, result)
+                self.lifecycle.execution_finished(
+                    execution_id, result.outcome.value, result.failure_code
+                )
             except ManagedInputConflict:
                 # The lease was lost (e.g. the process stalled past it): recovery
                 # has failed the execution closed, and that result stands.
@@ -450,6 +485,7 @@ class WorkerPool:
             poll_interval=self._settings.poll_interval,
             slot=_Slot(self, execution_id),
             resumed=resumed,
+            lifecycle=self.lifecycle,
         )
 
     def _prepare(

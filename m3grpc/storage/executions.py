@@ -199,6 +199,24 @@ class SqlExecutionStore:
                 ).scalar_one()
             )
 
+    def count_rounds_by_status(self) -> dict[str, int]:
+        """How many rounds are in each status (every replica's), for metrics."""
+        with read_transaction(self._engine) as conn:
+            rows = conn.execute(
+                sa.select(rounds.c.status, sa.func.count()).group_by(rounds.c.status)
+            ).all()
+        return {str(status): int(count) for status, count in rows}
+
+    def ping(self) -> None:
+        """One trivial query: raises if the database cannot be reached. For SQLite,
+        also that the file is still at its path: pooled connections keep working
+        on a file that was moved or deleted, writing to data nobody will read."""
+        url = self._engine.url
+        if url.get_backend_name() == "sqlite" and url.database:
+            os.stat(url.database)  # FileNotFoundError if it is gone
+        with read_transaction(self._engine) as conn:
+            conn.execute(sa.select(1)).scalar_one()
+
     def get_state(self, execution_id: str) -> ExecutionState:
         with read_transaction(self._engine) as conn:
             return _state(self._load(conn, execution_id))

@@ -89,7 +89,12 @@ def test_server_binding_not_found(stubs: Stubs) -> None:
     failure = expect_failure(stubs.submit_managed, server="no-such-server")
     assert failure.code == grpc.StatusCode.NOT_FOUND
     assert failure.info.reason == "SERVER_BINDING_NOT_FOUND"
-    assert dict(failure.info.metadata) == {"server": "no-such-server"}
+    # The known names, in the metadata and the message.
+    assert dict(failure.info.metadata) == {
+        "server": "no-such-server",
+        "known_servers": "example,shipping,shipping_mrtr",
+    }
+    assert "configured: example, shipping, shipping_mrtr" in failure.status.message
     info = failure.detail(ResourceInfo)
     assert (info.resource_type, info.resource_name) == (
         "m3grpc.dev/ServerBinding",

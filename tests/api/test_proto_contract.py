@@ -135,7 +135,7 @@ def test_execution_service_methods() -> None:
     assert service.full_name == "m3.v1.ExecutionService"
     expected = {
         name: (f"m3.v1.{name}Request", f"m3.v1.{name}Response", False, name == "WatchPending")
-        for name in ("Submit", "Snapshot", "Result", "Cancel", "WatchPending")
+        for name in ("Submit", "Snapshot", "Result", "Cancel", "WatchPending", "ListServers")
     }
     assert _methods(service) == expected
 

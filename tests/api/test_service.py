@@ -200,5 +200,6 @@ def test_reflection(stubs: Stubs) -> None:
         "Result",
         "Cancel",
         "WatchPending",
+        "ListServers",
     }
     assert pool.FindMessageTypeByName("m3.v1.PendingElicitationRound").fields_by_name["round_id"]

@@ -208,6 +208,19 @@ class ScenarioRun:
     def op_cancel(self, step: Mapping[str, Any], expect: Mapping[str, Any]) -> None:
         self.handle(step).cancel()
 
+    def op_list_servers(self, step: Mapping[str, Any], expect: Mapping[str, Any]) -> None:
+        servers = self.kit.list_servers(
+            step.get("names"), include_tools=bool(step.get("include_tools", False))
+        )
+        actual = {
+            "servers": [s.name for s in servers],
+            "tools": {s.name: [t.name for t in s.tools] for s in servers},
+            "tools_errors": {s.name: s.tools_error.code for s in servers if s.tools_error},
+        }
+        for key, value in expect.items():
+            _check(key in actual, f"bad step: expect key {key!r} not supported by list_servers")
+            _expect_equal(key, actual[key], value)
+
     def op_watch(self, step: Mapping[str, Any], expect: Mapping[str, Any]) -> None:
         cursor = self.cursors[step["cursor"]] if "cursor" in step else None
         stream: Iterator[WatchEvent] = self.kit.watch_pending(

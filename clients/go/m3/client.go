@@ -119,6 +119,19 @@ func (c *Client) submit(ctx context.Context, req *m3v1.SubmitRequest, opts []Sub
 	return resp.GetState(), nil
 }
 
+// ListServers returns the server bindings configured on the service (all
+// of them, or those named), sorted by name. With includeTools the service
+// connects to each server and lists its tools; a server that cannot be
+// listed has GetToolsError set instead. An unknown name fails with
+// ErrServerBindingNotFound (its metadata "known_servers" lists the names).
+func (c *Client) ListServers(ctx context.Context, names []string, includeTools bool) ([]*ServerInfo, error) {
+	resp, err := c.executions.ListServers(ctx, &m3v1.ListServersRequest{Names: names, IncludeTools: includeTools})
+	if err != nil {
+		return nil, wrapError(err)
+	}
+	return resp.GetServers(), nil
+}
+
 // Snapshot returns the execution's current state without waiting.
 func (c *Client) Snapshot(ctx context.Context, executionID string) (*ExecutionState, error) {
 	resp, err := c.executions.Snapshot(ctx, &m3v1.SnapshotRequest{ExecutionId: executionID})

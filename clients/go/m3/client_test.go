@@ -284,3 +284,57 @@ func TestWatchPendingYieldsTheFailureLast(t *testing.T) {
 		t.Errorf("last cursor %q, failure %v", last, failure)
 	}
 }
+
+// listServersFake answers ListServers like the service: the named bindings, or
+// SERVER_BINDING_NOT_FOUND with the known names.
+type listServersFake struct {
+	fakeService
+	got *m3v1.ListServersRequest
+}
+
+func (f *listServersFake) ListServers(_ context.Context, req *m3v1.ListServersRequest) (*m3v1.ListServersResponse, error) {
+	f.got = req
+	for _, name := range req.GetNames() {
+		if name != "shipping" {
+			st, _ := status.New(codes.NotFound, "no server binding named '"+name+"'; configured: shipping").WithDetails(
+				&errdetails.ErrorInfo{Reason: "SERVER_BINDING_NOT_FOUND", Domain: m3.ErrorDomain,
+					Metadata: map[string]string{"server": name, "known_servers": "shipping"}})
+			return nil, st.Err()
+		}
+	}
+	info := &m3v1.ServerInfo{Name: "shipping", Transport: m3v1.ServerTransport_SERVER_TRANSPORT_STDIO}
+	if req.GetIncludeTools() {
+		info.Tools = []*m3v1.ToolInfo{{Name: "book_shipment", Description: "Book a shipment."}}
+	}
+	return &m3v1.ListServersResponse{Servers: []*m3v1.ServerInfo{info}}, nil
+}
+
+func TestListServers(t *testing.T) {
+	f := &listServersFake{}
+	lis := bufconn.Listen(1 << 20)
+	srv := grpc.NewServer()
+	m3v1.RegisterExecutionServiceServer(srv, f)
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(srv.Stop)
+	conn, err := grpc.NewClient("passthrough:///bufnet",
+		grpc.WithContextDialer(func(context.Context, string) (net.Conn, error) { return lis.Dial() }),
+		grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := m3.New(conn)
+	t.Cleanup(func() { _ = c.Close() })
+
+	servers, err := c.ListServers(context.Background(), []string{"shipping"}, true)
+	if err != nil || len(servers) != 1 || servers[0].GetTools()[0].GetName() != "book_shipment" {
+		t.Fatalf("ListServers = %v, %v", servers, err)
+	}
+	if !f.got.GetIncludeTools() || len(f.got.GetNames()) != 1 {
+		t.Errorf("request = %v", f.got)
+	}
+	_, err = c.ListServers(context.Background(), []string{"shiping"}, false)
+	var e *m3.Error
+	if !errors.Is(err, m3.ErrServerBindingNotFound) || !errors.As(err, &e) || e.Metadata["known_servers"] != "shipping" {
+		t.Errorf("err = %v", err)
+	}
+}

@@ -38,6 +38,13 @@ type (
 	OperationKind = m3v1.OperationKind
 	// Action is an MCP elicitation action (accept, decline, cancel).
 	Action = m3v1.ElicitationAction
+
+	// ServerInfo is one server binding configured on the service (name,
+	// transport, protocol generation, and with tools: its tools or
+	// GetToolsError).
+	ServerInfo = m3v1.ServerInfo
+	// ToolInfo is one tool a bound server lists.
+	ToolInfo = m3v1.ToolInfo
 )
 
 // Enum values, without their proto prefixes.

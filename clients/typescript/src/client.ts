@@ -26,7 +26,7 @@ import type {
   PermissionPolicy,
 } from "./gen/m3/v1/execution_pb.js";
 import { ExecutionService } from "./gen/m3/v1/execution_service_pb.js";
-import type { SubmitResponse, WatchPendingResponse } from "./gen/m3/v1/execution_service_pb.js";
+import type { ServerInfo, SubmitResponse, WatchPendingResponse } from "./gen/m3/v1/execution_service_pb.js";
 
 /** What happens at an elicitation no plan answers (`HumanInput`). */
 export type HumanInputMode = "fail" | "managed";
@@ -217,6 +217,26 @@ export class M3Client {
       requestId: options.requestId ?? "",
     };
     return this.unary(() => this.executions.submit(request, this.callOptions(call)));
+  }
+
+  /**
+   * The server bindings configured on the service (all, or those in `names`),
+   * sorted by name. With `includeTools` the service connects to each server and
+   * lists its tools; a server that cannot be listed has `toolsError` set
+   * instead. An unknown name throws `ServerBindingNotFoundError` (its metadata
+   * `known_servers` lists the configured names).
+   */
+  async listServers(
+    options: { readonly names?: readonly string[]; readonly includeTools?: boolean } = {},
+    call?: CallOptions,
+  ): Promise<ServerInfo[]> {
+    const response = await this.unary(() =>
+      this.executions.listServers(
+        { names: [...(options.names ?? [])], includeTools: options.includeTools ?? false },
+        this.callOptions(call),
+      ),
+    );
+    return response.servers;
   }
 
   /** The execution's current state, without waiting. */

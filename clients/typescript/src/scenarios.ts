@@ -142,6 +142,7 @@ class ScenarioRun {
     result: (step, expect) => this.result(step, expect),
     cancel: (step, expect) => this.cancel(step, expect),
     watch: (step, expect) => this.watch(step, expect),
+    list_servers: (step, expect) => this.listServers(step, expect),
   };
 
   constructor(private readonly client: M3Client) {}
@@ -312,6 +313,32 @@ class ScenarioRun {
   private async cancel(step: JsonObject, expect: JsonObject): Promise<void> {
     onlyKeys(expect, [], "expect");
     await this.client.cancel(this.execution(step));
+  }
+
+  private async listServers(step: JsonObject, expect: JsonObject): Promise<void> {
+    onlyKeys(expect, ["servers", "tools", "tools_errors"], "expect");
+    const names = step["names"] === undefined ? [] : strings(step["names"], "names");
+    const servers = await this.client.listServers(
+      { names, includeTools: step["include_tools"] === true },
+      { timeoutMs: 120_000 },
+    );
+    const tools: JsonObject = {};
+    const toolsErrors: JsonObject = {};
+    for (const server of servers) {
+      tools[server.name] = server.tools.map((tool) => tool.name);
+      if (server.toolsError !== undefined) {
+        toolsErrors[server.name] = server.toolsError.code;
+      }
+    }
+    if (expect["servers"] !== undefined) {
+      expectEqual("servers", servers.map((server) => server.name), expect["servers"]);
+    }
+    if (expect["tools"] !== undefined) {
+      expectEqual("tools", tools, expect["tools"]);
+    }
+    if (expect["tools_errors"] !== undefined) {
+      expectEqual("tools_errors", toolsErrors, expect["tools_errors"]);
+    }
   }
 
   private async watch(step: JsonObject, expect: JsonObject): Promise<void> {

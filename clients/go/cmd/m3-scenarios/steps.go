@@ -42,6 +42,8 @@ type step struct {
 	Take           int                     `json:"take"`
 	UntilEnd       bool                    `json:"until_end"`
 	CursorAs       string                  `json:"cursor_as"`
+	Names          []string                `json:"names"`
+	IncludeTools   bool                    `json:"include_tools"`
 	Expect         map[string]any          `json:"expect"`
 	ExpectError    *expectedError          `json:"expect_error"`
 }
@@ -108,6 +110,7 @@ func (r *runner) run(st step) error {
 		"result":       r.result,
 		"cancel":       r.cancel,
 		"watch":        r.watch,
+		"list_servers": r.listServers,
 	}[st.Op]
 	if !ok {
 		return fmt.Errorf("bad step: unknown op %q", st.Op)
@@ -432,6 +435,33 @@ func (r *runner) cancel(st step, _ *expectation) error {
 		return failedCall(err)
 	}
 	return nil
+}
+
+func (r *runner) listServers(st step, exp *expectation) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	servers, err := r.client.ListServers(ctx, st.Names, st.IncludeTools)
+	if err != nil {
+		return failedCall(err)
+	}
+	names := make([]string, 0, len(servers))
+	tools := map[string][]string{}
+	toolErrors := map[string]string{}
+	for _, s := range servers {
+		names = append(names, s.GetName())
+		tools[s.GetName()] = []string{}
+		for _, t := range s.GetTools() {
+			tools[s.GetName()] = append(tools[s.GetName()], t.GetName())
+		}
+		if s.GetToolsError() != nil {
+			toolErrors[s.GetName()] = s.GetToolsError().GetCode()
+		}
+	}
+	return errors.Join(
+		exp.equal("servers", names),
+		exp.equal("tools", tools),
+		exp.equal("tools_errors", toolErrors),
+	)
 }
 
 func (r *runner) watch(st step, exp *expectation) error {

@@ -276,7 +276,10 @@ const (
 	// `resource_type = "m3grpc.dev/ServerBinding"` and `resource_name` = the
 	// binding name.
 	//
-	// Metadata: `server` (the binding name as sent).
+	// Metadata: `server` (the binding name as sent), `known_servers` (the
+	// configured binding names, comma-separated and sorted; cut short with
+	// `...(N chars)` past 80 characters: `ListServers` lists them all). The
+	// message names them too.
 	//
 	// Example of an ErrorInfo:
 	//
@@ -284,7 +287,8 @@ const (
 	//	  "reason": "SERVER_BINDING_NOT_FOUND",
 	//	  "domain": "m3grpc.dev",
 	//	  "metadata": {
-	//	    "server": "shipping"
+	//	    "server": "shiping",
+	//	    "known_servers": "example,shipping"
 	//	  }
 	//	}
 	ErrorReason_ERROR_REASON_SERVER_BINDING_NOT_FOUND ErrorReason = 11

@@ -10,6 +10,7 @@ import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	durationpb "google.golang.org/protobuf/types/known/durationpb"
+	structpb "google.golang.org/protobuf/types/known/structpb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -21,6 +22,116 @@ const (
 	// Verify that runtime/protoimpl is sufficiently up-to-date.
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
+
+// How the service reaches a binding's MCP server.
+type ServerTransport int32
+
+const (
+	// Not set; never sent by the service.
+	ServerTransport_SERVER_TRANSPORT_UNSPECIFIED ServerTransport = 0
+	// A local process spoken to over its standard input and output.
+	ServerTransport_SERVER_TRANSPORT_STDIO ServerTransport = 1
+	// An HTTP endpoint speaking MCP Streamable HTTP.
+	ServerTransport_SERVER_TRANSPORT_STREAMABLE_HTTP ServerTransport = 2
+)
+
+// Enum value maps for ServerTransport.
+var (
+	ServerTransport_name = map[int32]string{
+		0: "SERVER_TRANSPORT_UNSPECIFIED",
+		1: "SERVER_TRANSPORT_STDIO",
+		2: "SERVER_TRANSPORT_STREAMABLE_HTTP",
+	}
+	ServerTransport_value = map[string]int32{
+		"SERVER_TRANSPORT_UNSPECIFIED":     0,
+		"SERVER_TRANSPORT_STDIO":           1,
+		"SERVER_TRANSPORT_STREAMABLE_HTTP": 2,
+	}
+)
+
+func (x ServerTransport) Enum() *ServerTransport {
+	p := new(ServerTransport)
+	*p = x
+	return p
+}
+
+func (x ServerTransport) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ServerTransport) Descriptor() protoreflect.EnumDescriptor {
+	return file_m3_v1_execution_service_proto_enumTypes[0].Descriptor()
+}
+
+func (ServerTransport) Type() protoreflect.EnumType {
+	return &file_m3_v1_execution_service_proto_enumTypes[0]
+}
+
+func (x ServerTransport) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ServerTransport.Descriptor instead.
+func (ServerTransport) EnumDescriptor() ([]byte, []int) {
+	return file_m3_v1_execution_service_proto_rawDescGZIP(), []int{0}
+}
+
+// Which MCP protocol generation a binding uses.
+type ProtocolGeneration int32
+
+const (
+	// Not set; never sent by the service.
+	ProtocolGeneration_PROTOCOL_GENERATION_UNSPECIFIED ProtocolGeneration = 0
+	// Negotiated with the server (the newest both sides speak).
+	ProtocolGeneration_PROTOCOL_GENERATION_AUTO ProtocolGeneration = 1
+	// Protocol 2025-11-25 and older: `elicitation/create` requests.
+	ProtocolGeneration_PROTOCOL_GENERATION_LEGACY ProtocolGeneration = 2
+	// Protocol 2026-07-28: multi round-trip requests (`InputRequiredResult`).
+	ProtocolGeneration_PROTOCOL_GENERATION_MULTI_ROUND_TRIP ProtocolGeneration = 3
+)
+
+// Enum value maps for ProtocolGeneration.
+var (
+	ProtocolGeneration_name = map[int32]string{
+		0: "PROTOCOL_GENERATION_UNSPECIFIED",
+		1: "PROTOCOL_GENERATION_AUTO",
+		2: "PROTOCOL_GENERATION_LEGACY",
+		3: "PROTOCOL_GENERATION_MULTI_ROUND_TRIP",
+	}
+	ProtocolGeneration_value = map[string]int32{
+		"PROTOCOL_GENERATION_UNSPECIFIED":      0,
+		"PROTOCOL_GENERATION_AUTO":             1,
+		"PROTOCOL_GENERATION_LEGACY":           2,
+		"PROTOCOL_GENERATION_MULTI_ROUND_TRIP": 3,
+	}
+)
+
+func (x ProtocolGeneration) Enum() *ProtocolGeneration {
+	p := new(ProtocolGeneration)
+	*p = x
+	return p
+}
+
+func (x ProtocolGeneration) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ProtocolGeneration) Descriptor() protoreflect.EnumDescriptor {
+	return file_m3_v1_execution_service_proto_enumTypes[1].Descriptor()
+}
+
+func (ProtocolGeneration) Type() protoreflect.EnumType {
+	return &file_m3_v1_execution_service_proto_enumTypes[1]
+}
+
+func (x ProtocolGeneration) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ProtocolGeneration.Descriptor instead.
+func (ProtocolGeneration) EnumDescriptor() ([]byte, []int) {
+	return file_m3_v1_execution_service_proto_rawDescGZIP(), []int{1}
+}
 
 // Request message for ExecutionService.Submit.
 type SubmitRequest struct {
@@ -728,11 +839,341 @@ func (x *RoundLeftPending) GetStatus() ManagedInputStatus {
 	return ManagedInputStatus_MANAGED_INPUT_STATUS_UNSPECIFIED
 }
 
+// Request message for ExecutionService.ListServers.
+type ListServersRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Optional. Only these bindings, by name. Empty: every configured binding.
+	Names []string `protobuf:"bytes,1,rep,name=names,proto3" json:"names,omitempty"`
+	// Optional. Connect to each listed binding's server and list its tools.
+	// False: only the bindings' configuration is returned (no server is
+	// contacted).
+	IncludeTools  bool `protobuf:"varint,2,opt,name=include_tools,json=includeTools,proto3" json:"include_tools,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListServersRequest) Reset() {
+	*x = ListServersRequest{}
+	mi := &file_m3_v1_execution_service_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListServersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListServersRequest) ProtoMessage() {}
+
+func (x *ListServersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_m3_v1_execution_service_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListServersRequest.ProtoReflect.Descriptor instead.
+func (*ListServersRequest) Descriptor() ([]byte, []int) {
+	return file_m3_v1_execution_service_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *ListServersRequest) GetNames() []string {
+	if x != nil {
+		return x.Names
+	}
+	return nil
+}
+
+func (x *ListServersRequest) GetIncludeTools() bool {
+	if x != nil {
+		return x.IncludeTools
+	}
+	return false
+}
+
+// Response message for ExecutionService.ListServers.
+type ListServersResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The bindings, sorted by name.
+	Servers       []*ServerInfo `protobuf:"bytes,1,rep,name=servers,proto3" json:"servers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListServersResponse) Reset() {
+	*x = ListServersResponse{}
+	mi := &file_m3_v1_execution_service_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListServersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListServersResponse) ProtoMessage() {}
+
+func (x *ListServersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_m3_v1_execution_service_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListServersResponse.ProtoReflect.Descriptor instead.
+func (*ListServersResponse) Descriptor() ([]byte, []int) {
+	return file_m3_v1_execution_service_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *ListServersResponse) GetServers() []*ServerInfo {
+	if x != nil {
+		return x.Servers
+	}
+	return nil
+}
+
+// One configured MCP server binding.
+type ServerInfo struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The binding's name, as `AgentSpec.server` and tool selections
+	// (`"<name>:<tool>"`) use it.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// How the service reaches the server.
+	Transport ServerTransport `protobuf:"varint,2,opt,name=transport,proto3,enum=m3.v1.ServerTransport" json:"transport,omitempty"`
+	// The protocol generation the binding is configured with.
+	Protocol ProtocolGeneration `protobuf:"varint,3,opt,name=protocol,proto3,enum=m3.v1.ProtocolGeneration" json:"protocol,omitempty"`
+	// With `include_tools`, when listing succeeded: the MCP protocol version
+	// the server negotiated (e.g. "2025-11-25"). Empty otherwise.
+	NegotiatedProtocolVersion string `protobuf:"bytes,4,opt,name=negotiated_protocol_version,json=negotiatedProtocolVersion,proto3" json:"negotiated_protocol_version,omitempty"`
+	// With `include_tools`: the server's tools, in the order it lists them.
+	Tools []*ToolInfo `protobuf:"bytes,5,rep,name=tools,proto3" json:"tools,omitempty"`
+	// With `include_tools`, when the tools could not be listed: why. Unset
+	// otherwise.
+	ToolsError    *ServerError `protobuf:"bytes,6,opt,name=tools_error,json=toolsError,proto3" json:"tools_error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ServerInfo) Reset() {
+	*x = ServerInfo{}
+	mi := &file_m3_v1_execution_service_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ServerInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ServerInfo) ProtoMessage() {}
+
+func (x *ServerInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_m3_v1_execution_service_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ServerInfo.ProtoReflect.Descriptor instead.
+func (*ServerInfo) Descriptor() ([]byte, []int) {
+	return file_m3_v1_execution_service_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *ServerInfo) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ServerInfo) GetTransport() ServerTransport {
+	if x != nil {
+		return x.Transport
+	}
+	return ServerTransport_SERVER_TRANSPORT_UNSPECIFIED
+}
+
+func (x *ServerInfo) GetProtocol() ProtocolGeneration {
+	if x != nil {
+		return x.Protocol
+	}
+	return ProtocolGeneration_PROTOCOL_GENERATION_UNSPECIFIED
+}
+
+func (x *ServerInfo) GetNegotiatedProtocolVersion() string {
+	if x != nil {
+		return x.NegotiatedProtocolVersion
+	}
+	return ""
+}
+
+func (x *ServerInfo) GetTools() []*ToolInfo {
+	if x != nil {
+		return x.Tools
+	}
+	return nil
+}
+
+func (x *ServerInfo) GetToolsError() *ServerError {
+	if x != nil {
+		return x.ToolsError
+	}
+	return nil
+}
+
+// One tool an MCP server lists.
+type ToolInfo struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The tool's name, as tool selections (`"<server>:<tool>"`) use it.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// The tool's human-readable title; empty if the server sets none.
+	Title string `protobuf:"bytes,2,opt,name=title,proto3" json:"title,omitempty"`
+	// The tool's description; empty if the server sets none.
+	Description string `protobuf:"bytes,3,opt,name=description,proto3" json:"description,omitempty"`
+	// The JSON Schema of the tool's arguments, as the server lists it.
+	InputSchema   *structpb.Struct `protobuf:"bytes,4,opt,name=input_schema,json=inputSchema,proto3" json:"input_schema,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ToolInfo) Reset() {
+	*x = ToolInfo{}
+	mi := &file_m3_v1_execution_service_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ToolInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ToolInfo) ProtoMessage() {}
+
+func (x *ToolInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_m3_v1_execution_service_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ToolInfo.ProtoReflect.Descriptor instead.
+func (*ToolInfo) Descriptor() ([]byte, []int) {
+	return file_m3_v1_execution_service_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *ToolInfo) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ToolInfo) GetTitle() string {
+	if x != nil {
+		return x.Title
+	}
+	return ""
+}
+
+func (x *ToolInfo) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *ToolInfo) GetInputSchema() *structpb.Struct {
+	if x != nil {
+		return x.InputSchema
+	}
+	return nil
+}
+
+// Why a binding's server could not be listed.
+type ServerError struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// A lower-case failure code, as operations report them:
+	// `server_unavailable` (the command or URL could not be reached, or the
+	// handshake failed), `protocol_mismatch` (a binding pinned to 2026-07-28
+	// and a server that does not speak it), `mcp_error` (the server answered
+	// `tools/list` with an error), `timeout`.
+	Code string `protobuf:"bytes,1,opt,name=code,proto3" json:"code,omitempty"`
+	// One line for people: the cause (e.g. the command that was not found,
+	// or the stdio server's last stderr lines).
+	Message       string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ServerError) Reset() {
+	*x = ServerError{}
+	mi := &file_m3_v1_execution_service_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ServerError) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ServerError) ProtoMessage() {}
+
+func (x *ServerError) ProtoReflect() protoreflect.Message {
+	mi := &file_m3_v1_execution_service_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ServerError.ProtoReflect.Descriptor instead.
+func (*ServerError) Descriptor() ([]byte, []int) {
+	return file_m3_v1_execution_service_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *ServerError) GetCode() string {
+	if x != nil {
+		return x.Code
+	}
+	return ""
+}
+
+func (x *ServerError) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
 var File_m3_v1_execution_service_proto protoreflect.FileDescriptor
 
 const file_m3_v1_execution_service_proto_rawDesc = "" +
 	"\n" +
-	"\x1dm3/v1/execution_service.proto\x12\x05m3.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x17m3/v1/elicitation.proto\x1a\x15m3/v1/execution.proto\"\xca\x01\n" +
+	"\x1dm3/v1/execution_service.proto\x12\x05m3.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x17m3/v1/elicitation.proto\x1a\x15m3/v1/execution.proto\"\xca\x01\n" +
 	"\rSubmitRequest\x12(\n" +
 	"\x05agent\x18\x01 \x01(\v2\x10.m3.v1.AgentSpecH\x00R\x05agent\x124\n" +
 	"\toperation\x18\x02 \x01(\v2\x14.m3.v1.OperationSpecH\x00R\toperation\x122\n" +
@@ -771,13 +1212,45 @@ const file_m3_v1_execution_service_proto_rawDesc = "" +
 	"\x10RoundLeftPending\x12\x19\n" +
 	"\bround_id\x18\x01 \x01(\tR\aroundId\x12!\n" +
 	"\fexecution_id\x18\x02 \x01(\tR\vexecutionId\x121\n" +
-	"\x06status\x18\x03 \x01(\x0e2\x19.m3.v1.ManagedInputStatusR\x06status2\xbf\x02\n" +
+	"\x06status\x18\x03 \x01(\x0e2\x19.m3.v1.ManagedInputStatusR\x06status\"O\n" +
+	"\x12ListServersRequest\x12\x14\n" +
+	"\x05names\x18\x01 \x03(\tR\x05names\x12#\n" +
+	"\rinclude_tools\x18\x02 \x01(\bR\fincludeTools\"B\n" +
+	"\x13ListServersResponse\x12+\n" +
+	"\aservers\x18\x01 \x03(\v2\x11.m3.v1.ServerInfoR\aservers\"\xa9\x02\n" +
+	"\n" +
+	"ServerInfo\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x124\n" +
+	"\ttransport\x18\x02 \x01(\x0e2\x16.m3.v1.ServerTransportR\ttransport\x125\n" +
+	"\bprotocol\x18\x03 \x01(\x0e2\x19.m3.v1.ProtocolGenerationR\bprotocol\x12>\n" +
+	"\x1bnegotiated_protocol_version\x18\x04 \x01(\tR\x19negotiatedProtocolVersion\x12%\n" +
+	"\x05tools\x18\x05 \x03(\v2\x0f.m3.v1.ToolInfoR\x05tools\x123\n" +
+	"\vtools_error\x18\x06 \x01(\v2\x12.m3.v1.ServerErrorR\n" +
+	"toolsError\"\x92\x01\n" +
+	"\bToolInfo\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05title\x18\x02 \x01(\tR\x05title\x12 \n" +
+	"\vdescription\x18\x03 \x01(\tR\vdescription\x12:\n" +
+	"\finput_schema\x18\x04 \x01(\v2\x17.google.protobuf.StructR\vinputSchema\";\n" +
+	"\vServerError\x12\x12\n" +
+	"\x04code\x18\x01 \x01(\tR\x04code\x12\x18\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage*u\n" +
+	"\x0fServerTransport\x12 \n" +
+	"\x1cSERVER_TRANSPORT_UNSPECIFIED\x10\x00\x12\x1a\n" +
+	"\x16SERVER_TRANSPORT_STDIO\x10\x01\x12$\n" +
+	" SERVER_TRANSPORT_STREAMABLE_HTTP\x10\x02*\xa1\x01\n" +
+	"\x12ProtocolGeneration\x12#\n" +
+	"\x1fPROTOCOL_GENERATION_UNSPECIFIED\x10\x00\x12\x1c\n" +
+	"\x18PROTOCOL_GENERATION_AUTO\x10\x01\x12\x1e\n" +
+	"\x1aPROTOCOL_GENERATION_LEGACY\x10\x02\x12(\n" +
+	"$PROTOCOL_GENERATION_MULTI_ROUND_TRIP\x10\x032\x85\x03\n" +
 	"\x10ExecutionService\x125\n" +
 	"\x06Submit\x12\x14.m3.v1.SubmitRequest\x1a\x15.m3.v1.SubmitResponse\x12;\n" +
 	"\bSnapshot\x12\x16.m3.v1.SnapshotRequest\x1a\x17.m3.v1.SnapshotResponse\x125\n" +
 	"\x06Result\x12\x14.m3.v1.ResultRequest\x1a\x15.m3.v1.ResultResponse\x125\n" +
 	"\x06Cancel\x12\x14.m3.v1.CancelRequest\x1a\x15.m3.v1.CancelResponse\x12I\n" +
-	"\fWatchPending\x12\x1a.m3.v1.WatchPendingRequest\x1a\x1b.m3.v1.WatchPendingResponse0\x01B\x8b\x01\n" +
+	"\fWatchPending\x12\x1a.m3.v1.WatchPendingRequest\x1a\x1b.m3.v1.WatchPendingResponse0\x01\x12D\n" +
+	"\vListServers\x12\x19.m3.v1.ListServersRequest\x1a\x1a.m3.v1.ListServersResponseB\x8b\x01\n" +
 	"\tcom.m3.v1B\x15ExecutionServiceProtoP\x01Z2github.com/m3grpc/m3grpc/clients/go/gen/m3/v1;m3v1\xa2\x02\x03MXX\xaa\x02\x05M3.V1\xca\x02\x05M3\\V1\xe2\x02\x11M3\\V1\\GPBMetadata\xea\x02\x06M3::V1b\x06proto3"
 
 var (
@@ -792,56 +1265,73 @@ func file_m3_v1_execution_service_proto_rawDescGZIP() []byte {
 	return file_m3_v1_execution_service_proto_rawDescData
 }
 
-var file_m3_v1_execution_service_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_m3_v1_execution_service_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_m3_v1_execution_service_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_m3_v1_execution_service_proto_goTypes = []any{
-	(*SubmitRequest)(nil),           // 0: m3.v1.SubmitRequest
-	(*SubmitResponse)(nil),          // 1: m3.v1.SubmitResponse
-	(*SnapshotRequest)(nil),         // 2: m3.v1.SnapshotRequest
-	(*SnapshotResponse)(nil),        // 3: m3.v1.SnapshotResponse
-	(*ResultRequest)(nil),           // 4: m3.v1.ResultRequest
-	(*ResultResponse)(nil),          // 5: m3.v1.ResultResponse
-	(*CancelRequest)(nil),           // 6: m3.v1.CancelRequest
-	(*CancelResponse)(nil),          // 7: m3.v1.CancelResponse
-	(*WatchPendingRequest)(nil),     // 8: m3.v1.WatchPendingRequest
-	(*WatchPendingResponse)(nil),    // 9: m3.v1.WatchPendingResponse
-	(*RoundLeftPending)(nil),        // 10: m3.v1.RoundLeftPending
-	(*AgentSpec)(nil),               // 11: m3.v1.AgentSpec
-	(*OperationSpec)(nil),           // 12: m3.v1.OperationSpec
-	(HumanInput)(0),                 // 13: m3.v1.HumanInput
-	(*ExecutionState)(nil),          // 14: m3.v1.ExecutionState
-	(*durationpb.Duration)(nil),     // 15: google.protobuf.Duration
-	(*ExecutionResult)(nil),         // 16: m3.v1.ExecutionResult
-	(*PendingElicitationRound)(nil), // 17: m3.v1.PendingElicitationRound
-	(ManagedInputStatus)(0),         // 18: m3.v1.ManagedInputStatus
+	(ServerTransport)(0),            // 0: m3.v1.ServerTransport
+	(ProtocolGeneration)(0),         // 1: m3.v1.ProtocolGeneration
+	(*SubmitRequest)(nil),           // 2: m3.v1.SubmitRequest
+	(*SubmitResponse)(nil),          // 3: m3.v1.SubmitResponse
+	(*SnapshotRequest)(nil),         // 4: m3.v1.SnapshotRequest
+	(*SnapshotResponse)(nil),        // 5: m3.v1.SnapshotResponse
+	(*ResultRequest)(nil),           // 6: m3.v1.ResultRequest
+	(*ResultResponse)(nil),          // 7: m3.v1.ResultResponse
+	(*CancelRequest)(nil),           // 8: m3.v1.CancelRequest
+	(*CancelResponse)(nil),          // 9: m3.v1.CancelResponse
+	(*WatchPendingRequest)(nil),     // 10: m3.v1.WatchPendingRequest
+	(*WatchPendingResponse)(nil),    // 11: m3.v1.WatchPendingResponse
+	(*RoundLeftPending)(nil),        // 12: m3.v1.RoundLeftPending
+	(*ListServersRequest)(nil),      // 13: m3.v1.ListServersRequest
+	(*ListServersResponse)(nil),     // 14: m3.v1.ListServersResponse
+	(*ServerInfo)(nil),              // 15: m3.v1.ServerInfo
+	(*ToolInfo)(nil),                // 16: m3.v1.ToolInfo
+	(*ServerError)(nil),             // 17: m3.v1.ServerError
+	(*AgentSpec)(nil),               // 18: m3.v1.AgentSpec
+	(*OperationSpec)(nil),           // 19: m3.v1.OperationSpec
+	(HumanInput)(0),                 // 20: m3.v1.HumanInput
+	(*ExecutionState)(nil),          // 21: m3.v1.ExecutionState
+	(*durationpb.Duration)(nil),     // 22: google.protobuf.Duration
+	(*ExecutionResult)(nil),         // 23: m3.v1.ExecutionResult
+	(*PendingElicitationRound)(nil), // 24: m3.v1.PendingElicitationRound
+	(ManagedInputStatus)(0),         // 25: m3.v1.ManagedInputStatus
+	(*structpb.Struct)(nil),         // 26: google.protobuf.Struct
 }
 var file_m3_v1_execution_service_proto_depIdxs = []int32{
-	11, // 0: m3.v1.SubmitRequest.agent:type_name -> m3.v1.AgentSpec
-	12, // 1: m3.v1.SubmitRequest.operation:type_name -> m3.v1.OperationSpec
-	13, // 2: m3.v1.SubmitRequest.human_input:type_name -> m3.v1.HumanInput
-	14, // 3: m3.v1.SubmitResponse.state:type_name -> m3.v1.ExecutionState
-	14, // 4: m3.v1.SnapshotResponse.state:type_name -> m3.v1.ExecutionState
-	15, // 5: m3.v1.ResultRequest.timeout:type_name -> google.protobuf.Duration
-	16, // 6: m3.v1.ResultResponse.result:type_name -> m3.v1.ExecutionResult
-	14, // 7: m3.v1.CancelResponse.state:type_name -> m3.v1.ExecutionState
-	17, // 8: m3.v1.WatchPendingResponse.round_pending:type_name -> m3.v1.PendingElicitationRound
-	10, // 9: m3.v1.WatchPendingResponse.round_left_pending:type_name -> m3.v1.RoundLeftPending
-	14, // 10: m3.v1.WatchPendingResponse.execution_finished:type_name -> m3.v1.ExecutionState
-	18, // 11: m3.v1.RoundLeftPending.status:type_name -> m3.v1.ManagedInputStatus
-	0,  // 12: m3.v1.ExecutionService.Submit:input_type -> m3.v1.SubmitRequest
-	2,  // 13: m3.v1.ExecutionService.Snapshot:input_type -> m3.v1.SnapshotRequest
-	4,  // 14: m3.v1.ExecutionService.Result:input_type -> m3.v1.ResultRequest
-	6,  // 15: m3.v1.ExecutionService.Cancel:input_type -> m3.v1.CancelRequest
-	8,  // 16: m3.v1.ExecutionService.WatchPending:input_type -> m3.v1.WatchPendingRequest
-	1,  // 17: m3.v1.ExecutionService.Submit:output_type -> m3.v1.SubmitResponse
-	3,  // 18: m3.v1.ExecutionService.Snapshot:output_type -> m3.v1.SnapshotResponse
-	5,  // 19: m3.v1.ExecutionService.Result:output_type -> m3.v1.ResultResponse
-	7,  // 20: m3.v1.ExecutionService.Cancel:output_type -> m3.v1.CancelResponse
-	9,  // 21: m3.v1.ExecutionService.WatchPending:output_type -> m3.v1.WatchPendingResponse
-	17, // [17:22] is the sub-list for method output_type
-	12, // [12:17] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	18, // 0: m3.v1.SubmitRequest.agent:type_name -> m3.v1.AgentSpec
+	19, // 1: m3.v1.SubmitRequest.operation:type_name -> m3.v1.OperationSpec
+	20, // 2: m3.v1.SubmitRequest.human_input:type_name -> m3.v1.HumanInput
+	21, // 3: m3.v1.SubmitResponse.state:type_name -> m3.v1.ExecutionState
+	21, // 4: m3.v1.SnapshotResponse.state:type_name -> m3.v1.ExecutionState
+	22, // 5: m3.v1.ResultRequest.timeout:type_name -> google.protobuf.Duration
+	23, // 6: m3.v1.ResultResponse.result:type_name -> m3.v1.ExecutionResult
+	21, // 7: m3.v1.CancelResponse.state:type_name -> m3.v1.ExecutionState
+	24, // 8: m3.v1.WatchPendingResponse.round_pending:type_name -> m3.v1.PendingElicitationRound
+	12, // 9: m3.v1.WatchPendingResponse.round_left_pending:type_name -> m3.v1.RoundLeftPending
+	21, // 10: m3.v1.WatchPendingResponse.execution_finished:type_name -> m3.v1.ExecutionState
+	25, // 11: m3.v1.RoundLeftPending.status:type_name -> m3.v1.ManagedInputStatus
+	15, // 12: m3.v1.ListServersResponse.servers:type_name -> m3.v1.ServerInfo
+	0,  // 13: m3.v1.ServerInfo.transport:type_name -> m3.v1.ServerTransport
+	1,  // 14: m3.v1.ServerInfo.protocol:type_name -> m3.v1.ProtocolGeneration
+	16, // 15: m3.v1.ServerInfo.tools:type_name -> m3.v1.ToolInfo
+	17, // 16: m3.v1.ServerInfo.tools_error:type_name -> m3.v1.ServerError
+	26, // 17: m3.v1.ToolInfo.input_schema:type_name -> google.protobuf.Struct
+	2,  // 18: m3.v1.ExecutionService.Submit:input_type -> m3.v1.SubmitRequest
+	4,  // 19: m3.v1.ExecutionService.Snapshot:input_type -> m3.v1.SnapshotRequest
+	6,  // 20: m3.v1.ExecutionService.Result:input_type -> m3.v1.ResultRequest
+	8,  // 21: m3.v1.ExecutionService.Cancel:input_type -> m3.v1.CancelRequest
+	10, // 22: m3.v1.ExecutionService.WatchPending:input_type -> m3.v1.WatchPendingRequest
+	13, // 23: m3.v1.ExecutionService.ListServers:input_type -> m3.v1.ListServersRequest
+	3,  // 24: m3.v1.ExecutionService.Submit:output_type -> m3.v1.SubmitResponse
+	5,  // 25: m3.v1.ExecutionService.Snapshot:output_type -> m3.v1.SnapshotResponse
+	7,  // 26: m3.v1.ExecutionService.Result:output_type -> m3.v1.ResultResponse
+	9,  // 27: m3.v1.ExecutionService.Cancel:output_type -> m3.v1.CancelResponse
+	11, // 28: m3.v1.ExecutionService.WatchPending:output_type -> m3.v1.WatchPendingResponse
+	14, // 29: m3.v1.ExecutionService.ListServers:output_type -> m3.v1.ListServersResponse
+	24, // [24:30] is the sub-list for method output_type
+	18, // [18:24] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_m3_v1_execution_service_proto_init() }
@@ -865,13 +1355,14 @@ func file_m3_v1_execution_service_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_m3_v1_execution_service_proto_rawDesc), len(file_m3_v1_execution_service_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   11,
+			NumEnums:      2,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_m3_v1_execution_service_proto_goTypes,
 		DependencyIndexes: file_m3_v1_execution_service_proto_depIdxs,
+		EnumInfos:         file_m3_v1_execution_service_proto_enumTypes,
 		MessageInfos:      file_m3_v1_execution_service_proto_msgTypes,
 	}.Build()
 	File_m3_v1_execution_service_proto = out.File

@@ -24,6 +24,7 @@ const (
 	ExecutionService_Result_FullMethodName       = "/m3.v1.ExecutionService/Result"
 	ExecutionService_Cancel_FullMethodName       = "/m3.v1.ExecutionService/Cancel"
 	ExecutionService_WatchPending_FullMethodName = "/m3.v1.ExecutionService/WatchPending"
+	ExecutionService_ListServers_FullMethodName  = "/m3.v1.ExecutionService/ListServers"
 )
 
 // ExecutionServiceClient is the client API for ExecutionService service.
@@ -95,6 +96,18 @@ type ExecutionServiceClient interface {
 	// for another `execution_id` filter, UNAVAILABLE (SERVICE_SHUTTING_DOWN)
 	// when the server shuts down: reconnect and resume with the last cursor.
 	WatchPending(ctx context.Context, in *WatchPendingRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchPendingResponse], error)
+	// Lists the MCP server bindings configured on the service: the names
+	// `AgentSpec.server` and `OperationSpec.server` accept, each with its
+	// transport and protocol generation, sorted by name. With `include_tools`,
+	// the service connects to each listed binding (in parallel, each for at
+	// most 30 seconds) and returns the tools it lists; a binding whose server
+	// cannot be reached or listed has `tools_error` set instead, and the call
+	// still succeeds. Commands, URLs, headers and environments are never sent.
+	//
+	// Errors: NOT_FOUND (SERVER_BINDING_NOT_FOUND) for a name in `names` that
+	// is not configured (the ErrorInfo metadata `known_servers` lists the
+	// configured names).
+	ListServers(ctx context.Context, in *ListServersRequest, opts ...grpc.CallOption) (*ListServersResponse, error)
 }
 
 type executionServiceClient struct {
@@ -163,6 +176,16 @@ func (c *executionServiceClient) WatchPending(ctx context.Context, in *WatchPend
 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type ExecutionService_WatchPendingClient = grpc.ServerStreamingClient[WatchPendingResponse]
+
+func (c *executionServiceClient) ListServers(ctx context.Context, in *ListServersRequest, opts ...grpc.CallOption) (*ListServersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListServersResponse)
+	err := c.cc.Invoke(ctx, ExecutionService_ListServers_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
 
 // ExecutionServiceServer is the server API for ExecutionService service.
 // All implementations must embed UnimplementedExecutionServiceServer
@@ -233,6 +256,18 @@ type ExecutionServiceServer interface {
 	// for another `execution_id` filter, UNAVAILABLE (SERVICE_SHUTTING_DOWN)
 	// when the server shuts down: reconnect and resume with the last cursor.
 	WatchPending(*WatchPendingRequest, grpc.ServerStreamingServer[WatchPendingResponse]) error
+	// Lists the MCP server bindings configured on the service: the names
+	// `AgentSpec.server` and `OperationSpec.server` accept, each with its
+	// transport and protocol generation, sorted by name. With `include_tools`,
+	// the service connects to each listed binding (in parallel, each for at
+	// most 30 seconds) and returns the tools it lists; a binding whose server
+	// cannot be reached or listed has `tools_error` set instead, and the call
+	// still succeeds. Commands, URLs, headers and environments are never sent.
+	//
+	// Errors: NOT_FOUND (SERVER_BINDING_NOT_FOUND) for a name in `names` that
+	// is not configured (the ErrorInfo metadata `known_servers` lists the
+	// configured names).
+	ListServers(context.Context, *ListServersRequest) (*ListServersResponse, error)
 	mustEmbedUnimplementedExecutionServiceServer()
 }
 
@@ -257,6 +292,9 @@ func (UnimplementedExecutionServiceServer) Cancel(context.Context, *CancelReques
 }
 func (UnimplementedExecutionServiceServer) WatchPending(*WatchPendingRequest, grpc.ServerStreamingServer[WatchPendingResponse]) error {
 	return status.Error(codes.Unimplemented, "method WatchPending not implemented")
+}
+func (UnimplementedExecutionServiceServer) ListServers(context.Context, *ListServersRequest) (*ListServersResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListServers not implemented")
 }
 func (UnimplementedExecutionServiceServer) mustEmbedUnimplementedExecutionServiceServer() {}
 func (UnimplementedExecutionServiceServer) testEmbeddedByValue()                          {}
@@ -362,6 +400,24 @@ func _ExecutionService_WatchPending_Handler(srv interface{}, stream grpc.ServerS
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type ExecutionService_WatchPendingServer = grpc.ServerStreamingServer[WatchPendingResponse]
 
+func _ExecutionService_ListServers_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListServersRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ExecutionServiceServer).ListServers(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ExecutionService_ListServers_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ExecutionServiceServer).ListServers(ctx, req.(*ListServersRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ExecutionService_ServiceDesc is the grpc.ServiceDesc for ExecutionService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -384,6 +440,10 @@ var ExecutionService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Cancel",
 			Handler:    _ExecutionService_Cancel_Handler,
+		},
+		{
+			MethodName: "ListServers",
+			Handler:    _ExecutionService_ListServers_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -1,14 +1,37 @@
 import datetime
 
 from google.protobuf import duration_pb2 as _duration_pb2
+from google.protobuf import struct_pb2 as _struct_pb2
 from m3grpc.wire.gen.m3.v1 import elicitation_pb2 as _elicitation_pb2
 from m3grpc.wire.gen.m3.v1 import execution_pb2 as _execution_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
-from collections.abc import Mapping as _Mapping
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class ServerTransport(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    SERVER_TRANSPORT_UNSPECIFIED: _ClassVar[ServerTransport]
+    SERVER_TRANSPORT_STDIO: _ClassVar[ServerTransport]
+    SERVER_TRANSPORT_STREAMABLE_HTTP: _ClassVar[ServerTransport]
+
+class ProtocolGeneration(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    PROTOCOL_GENERATION_UNSPECIFIED: _ClassVar[ProtocolGeneration]
+    PROTOCOL_GENERATION_AUTO: _ClassVar[ProtocolGeneration]
+    PROTOCOL_GENERATION_LEGACY: _ClassVar[ProtocolGeneration]
+    PROTOCOL_GENERATION_MULTI_ROUND_TRIP: _ClassVar[ProtocolGeneration]
+SERVER_TRANSPORT_UNSPECIFIED: ServerTransport
+SERVER_TRANSPORT_STDIO: ServerTransport
+SERVER_TRANSPORT_STREAMABLE_HTTP: ServerTransport
+PROTOCOL_GENERATION_UNSPECIFIED: ProtocolGeneration
+PROTOCOL_GENERATION_AUTO: ProtocolGeneration
+PROTOCOL_GENERATION_LEGACY: ProtocolGeneration
+PROTOCOL_GENERATION_MULTI_ROUND_TRIP: ProtocolGeneration
 
 class SubmitRequest(_message.Message):
     __slots__ = ("agent", "operation", "human_input", "request_id")
@@ -99,3 +122,53 @@ class RoundLeftPending(_message.Message):
     execution_id: str
     status: _elicitation_pb2.ManagedInputStatus
     def __init__(self, round_id: _Optional[str] = ..., execution_id: _Optional[str] = ..., status: _Optional[_Union[_elicitation_pb2.ManagedInputStatus, str]] = ...) -> None: ...
+
+class ListServersRequest(_message.Message):
+    __slots__ = ("names", "include_tools")
+    NAMES_FIELD_NUMBER: _ClassVar[int]
+    INCLUDE_TOOLS_FIELD_NUMBER: _ClassVar[int]
+    names: _containers.RepeatedScalarFieldContainer[str]
+    include_tools: bool
+    def __init__(self, names: _Optional[_Iterable[str]] = ..., include_tools: _Optional[bool] = ...) -> None: ...
+
+class ListServersResponse(_message.Message):
+    __slots__ = ("servers",)
+    SERVERS_FIELD_NUMBER: _ClassVar[int]
+    servers: _containers.RepeatedCompositeFieldContainer[ServerInfo]
+    def __init__(self, servers: _Optional[_Iterable[_Union[ServerInfo, _Mapping]]] = ...) -> None: ...
+
+class ServerInfo(_message.Message):
+    __slots__ = ("name", "transport", "protocol", "negotiated_protocol_version", "tools", "tools_error")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    TRANSPORT_FIELD_NUMBER: _ClassVar[int]
+    PROTOCOL_FIELD_NUMBER: _ClassVar[int]
+    NEGOTIATED_PROTOCOL_VERSION_FIELD_NUMBER: _ClassVar[int]
+    TOOLS_FIELD_NUMBER: _ClassVar[int]
+    TOOLS_ERROR_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    transport: ServerTransport
+    protocol: ProtocolGeneration
+    negotiated_protocol_version: str
+    tools: _containers.RepeatedCompositeFieldContainer[ToolInfo]
+    tools_error: ServerError
+    def __init__(self, name: _Optional[str] = ..., transport: _Optional[_Union[ServerTransport, str]] = ..., protocol: _Optional[_Union[ProtocolGeneration, str]] = ..., negotiated_protocol_version: _Optional[str] = ..., tools: _Optional[_Iterable[_Union[ToolInfo, _Mapping]]] = ..., tools_error: _Optional[_Union[ServerError, _Mapping]] = ...) -> None: ...
+
+class ToolInfo(_message.Message):
+    __slots__ = ("name", "title", "description", "input_schema")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    TITLE_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    INPUT_SCHEMA_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    title: str
+    description: str
+    input_schema: _struct_pb2.Struct
+    def __init__(self, name: _Optional[str] = ..., title: _Optional[str] = ..., description: _Optional[str] = ..., input_schema: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
+
+class ServerError(_message.Message):
+    __slots__ = ("code", "message")
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    code: str
+    message: str
+    def __init__(self, code: _Optional[str] = ..., message: _Optional[str] = ...) -> None: ...

@@ -66,6 +66,11 @@ class ExecutionServiceStub:
                 request_serializer=m3_dot_v1_dot_execution__service__pb2.WatchPendingRequest.SerializeToString,
                 response_deserializer=m3_dot_v1_dot_execution__service__pb2.WatchPendingResponse.FromString,
                 _registered_method=True)
+        self.ListServers = channel.unary_unary(
+                '/m3.v1.ExecutionService/ListServers',
+                request_serializer=m3_dot_v1_dot_execution__service__pb2.ListServersRequest.SerializeToString,
+                response_deserializer=m3_dot_v1_dot_execution__service__pb2.ListServersResponse.FromString,
+                _registered_method=True)
 
 
 class ExecutionServiceServicer:
@@ -160,6 +165,23 @@ class ExecutionServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListServers(self, request, context):
+        """Lists the MCP server bindings configured on the service: the names
+        `AgentSpec.server` and `OperationSpec.server` accept, each with its
+        transport and protocol generation, sorted by name. With `include_tools`,
+        the service connects to each listed binding (in parallel, each for at
+        most 30 seconds) and returns the tools it lists; a binding whose server
+        cannot be reached or listed has `tools_error` set instead, and the call
+        still succeeds. Commands, URLs, headers and environments are never sent.
+
+        Errors: NOT_FOUND (SERVER_BINDING_NOT_FOUND) for a name in `names` that
+        is not configured (the ErrorInfo metadata `known_servers` lists the
+        configured names).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ExecutionServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -187,6 +209,11 @@ def add_ExecutionServiceServicer_to_server(servicer, server):
                     servicer.WatchPending,
                     request_deserializer=m3_dot_v1_dot_execution__service__pb2.WatchPendingRequest.FromString,
                     response_serializer=m3_dot_v1_dot_execution__service__pb2.WatchPendingResponse.SerializeToString,
+            ),
+            'ListServers': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListServers,
+                    request_deserializer=m3_dot_v1_dot_execution__service__pb2.ListServersRequest.FromString,
+                    response_serializer=m3_dot_v1_dot_execution__service__pb2.ListServersResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -331,6 +358,33 @@ class ExecutionService:
             '/m3.v1.ExecutionService/WatchPending',
             m3_dot_v1_dot_execution__service__pb2.WatchPendingRequest.SerializeToString,
             m3_dot_v1_dot_execution__service__pb2.WatchPendingResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListServers(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/m3.v1.ExecutionService/ListServers',
+            m3_dot_v1_dot_execution__service__pb2.ListServersRequest.SerializeToString,
+            m3_dot_v1_dot_execution__service__pb2.ListServersResponse.FromString,
             options,
             channel_credentials,
             insecure,

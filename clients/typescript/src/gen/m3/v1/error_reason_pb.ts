@@ -324,7 +324,10 @@ export enum ErrorReason {
    * `resource_type = "m3grpc.dev/ServerBinding"` and `resource_name` = the
    * binding name.
    *
-   * Metadata: `server` (the binding name as sent).
+   * Metadata: `server` (the binding name as sent), `known_servers` (the
+   * configured binding names, comma-separated and sorted; cut short with
+   * `...(N chars)` past 80 characters: `ListServers` lists them all). The
+   * message names them too.
    *
    * Example of an ErrorInfo:
    *
@@ -332,7 +335,8 @@ export enum ErrorReason {
    *       "reason": "SERVER_BINDING_NOT_FOUND",
    *       "domain": "m3grpc.dev",
    *       "metadata": {
-   *         "server": "shipping"
+   *         "server": "shiping",
+   *         "known_servers": "example,shipping"
    *       }
    *     }
    *

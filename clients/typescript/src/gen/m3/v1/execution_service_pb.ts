@@ -2,21 +2,21 @@
 // @generated from file m3/v1/execution_service.proto (package m3.v1, syntax proto3)
 /* eslint-disable */
 
-import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
-import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
+import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
+import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import type { Duration } from "@bufbuild/protobuf/wkt";
-import { file_google_protobuf_duration } from "@bufbuild/protobuf/wkt";
+import { file_google_protobuf_duration, file_google_protobuf_struct } from "@bufbuild/protobuf/wkt";
 import type { ManagedInputStatus, PendingElicitationRound } from "./elicitation_pb.js";
 import { file_m3_v1_elicitation } from "./elicitation_pb.js";
 import type { AgentSpec, ExecutionResult, ExecutionState, HumanInput, OperationSpec } from "./execution_pb.js";
 import { file_m3_v1_execution } from "./execution_pb.js";
-import type { Message } from "@bufbuild/protobuf";
+import type { JsonObject, Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file m3/v1/execution_service.proto.
  */
 export const file_m3_v1_execution_service: GenFile = /*@__PURE__*/
-  fileDesc("Ch1tMy92MS9leGVjdXRpb25fc2VydmljZS5wcm90bxIFbTMudjEioQEKDVN1Ym1pdFJlcXVlc3QSIQoFYWdlbnQYASABKAsyEC5tMy52MS5BZ2VudFNwZWNIABIpCglvcGVyYXRpb24YAiABKAsyFC5tMy52MS5PcGVyYXRpb25TcGVjSAASJgoLaHVtYW5faW5wdXQYAyABKA4yES5tMy52MS5IdW1hbklucHV0EhIKCnJlcXVlc3RfaWQYBCABKAlCBgoEc3BlYyJMCg5TdWJtaXRSZXNwb25zZRIUCgxleGVjdXRpb25faWQYASABKAkSJAoFc3RhdGUYAiABKAsyFS5tMy52MS5FeGVjdXRpb25TdGF0ZSInCg9TbmFwc2hvdFJlcXVlc3QSFAoMZXhlY3V0aW9uX2lkGAEgASgJIjgKEFNuYXBzaG90UmVzcG9uc2USJAoFc3RhdGUYASABKAsyFS5tMy52MS5FeGVjdXRpb25TdGF0ZSJRCg1SZXN1bHRSZXF1ZXN0EhQKDGV4ZWN1dGlvbl9pZBgBIAEoCRIqCgd0aW1lb3V0GAIgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uIjgKDlJlc3VsdFJlc3BvbnNlEiYKBnJlc3VsdBgBIAEoCzIWLm0zLnYxLkV4ZWN1dGlvblJlc3VsdCI5Cg1DYW5jZWxSZXF1ZXN0EhQKDGV4ZWN1dGlvbl9pZBgBIAEoCRISCgpyZXF1ZXN0X2lkGAIgASgJIjYKDkNhbmNlbFJlc3BvbnNlEiQKBXN0YXRlGAEgASgLMhUubTMudjEuRXhlY3V0aW9uU3RhdGUiOwoTV2F0Y2hQZW5kaW5nUmVxdWVzdBIUCgxleGVjdXRpb25faWQYASABKAkSDgoGY3Vyc29yGAIgASgJItQBChRXYXRjaFBlbmRpbmdSZXNwb25zZRIOCgZjdXJzb3IYASABKAkSNwoNcm91bmRfcGVuZGluZxgCIAEoCzIeLm0zLnYxLlBlbmRpbmdFbGljaXRhdGlvblJvdW5kSAASNQoScm91bmRfbGVmdF9wZW5kaW5nGAMgASgLMhcubTMudjEuUm91bmRMZWZ0UGVuZGluZ0gAEjMKEmV4ZWN1dGlvbl9maW5pc2hlZBgEIAEoCzIVLm0zLnYxLkV4ZWN1dGlvblN0YXRlSABCBwoFZXZlbnQiZQoQUm91bmRMZWZ0UGVuZGluZxIQCghyb3VuZF9pZBgBIAEoCRIUCgxleGVjdXRpb25faWQYAiABKAkSKQoGc3RhdHVzGAMgASgOMhkubTMudjEuTWFuYWdlZElucHV0U3RhdHVzMr8CChBFeGVjdXRpb25TZXJ2aWNlEjUKBlN1Ym1pdBIULm0zLnYxLlN1Ym1pdFJlcXVlc3QaFS5tMy52MS5TdWJtaXRSZXNwb25zZRI7CghTbmFwc2hvdBIWLm0zLnYxLlNuYXBzaG90UmVxdWVzdBoXLm0zLnYxLlNuYXBzaG90UmVzcG9uc2USNQoGUmVzdWx0EhQubTMudjEuUmVzdWx0UmVxdWVzdBoVLm0zLnYxLlJlc3VsdFJlc3BvbnNlEjUKBkNhbmNlbBIULm0zLnYxLkNhbmNlbFJlcXVlc3QaFS5tMy52MS5DYW5jZWxSZXNwb25zZRJJCgxXYXRjaFBlbmRpbmcSGi5tMy52MS5XYXRjaFBlbmRpbmdSZXF1ZXN0GhsubTMudjEuV2F0Y2hQZW5kaW5nUmVzcG9uc2UwAUKLAQoJY29tLm0zLnYxQhVFeGVjdXRpb25TZXJ2aWNlUHJvdG9QAVoyZ2l0aHViLmNvbS9tM2dycGMvbTNncnBjL2NsaWVudHMvZ28vZ2VuL20zL3YxO20zdjGiAgNNWFiqAgVNMy5WMcoCBU0zXFYx4gIRTTNcVjFcR1BCTWV0YWRhdGHqAgZNMzo6VjFiBnByb3RvMw", [file_google_protobuf_duration, file_m3_v1_elicitation, file_m3_v1_execution]);
+  fileDesc("Ch1tMy92MS9leGVjdXRpb25fc2VydmljZS5wcm90bxIFbTMudjEioQEKDVN1Ym1pdFJlcXVlc3QSIQoFYWdlbnQYASABKAsyEC5tMy52MS5BZ2VudFNwZWNIABIpCglvcGVyYXRpb24YAiABKAsyFC5tMy52MS5PcGVyYXRpb25TcGVjSAASJgoLaHVtYW5faW5wdXQYAyABKA4yES5tMy52MS5IdW1hbklucHV0EhIKCnJlcXVlc3RfaWQYBCABKAlCBgoEc3BlYyJMCg5TdWJtaXRSZXNwb25zZRIUCgxleGVjdXRpb25faWQYASABKAkSJAoFc3RhdGUYAiABKAsyFS5tMy52MS5FeGVjdXRpb25TdGF0ZSInCg9TbmFwc2hvdFJlcXVlc3QSFAoMZXhlY3V0aW9uX2lkGAEgASgJIjgKEFNuYXBzaG90UmVzcG9uc2USJAoFc3RhdGUYASABKAsyFS5tMy52MS5FeGVjdXRpb25TdGF0ZSJRCg1SZXN1bHRSZXF1ZXN0EhQKDGV4ZWN1dGlvbl9pZBgBIAEoCRIqCgd0aW1lb3V0GAIgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uIjgKDlJlc3VsdFJlc3BvbnNlEiYKBnJlc3VsdBgBIAEoCzIWLm0zLnYxLkV4ZWN1dGlvblJlc3VsdCI5Cg1DYW5jZWxSZXF1ZXN0EhQKDGV4ZWN1dGlvbl9pZBgBIAEoCRISCgpyZXF1ZXN0X2lkGAIgASgJIjYKDkNhbmNlbFJlc3BvbnNlEiQKBXN0YXRlGAEgASgLMhUubTMudjEuRXhlY3V0aW9uU3RhdGUiOwoTV2F0Y2hQZW5kaW5nUmVxdWVzdBIUCgxleGVjdXRpb25faWQYASABKAkSDgoGY3Vyc29yGAIgASgJItQBChRXYXRjaFBlbmRpbmdSZXNwb25zZRIOCgZjdXJzb3IYASABKAkSNwoNcm91bmRfcGVuZGluZxgCIAEoCzIeLm0zLnYxLlBlbmRpbmdFbGljaXRhdGlvblJvdW5kSAASNQoScm91bmRfbGVmdF9wZW5kaW5nGAMgASgLMhcubTMudjEuUm91bmRMZWZ0UGVuZGluZ0gAEjMKEmV4ZWN1dGlvbl9maW5pc2hlZBgEIAEoCzIVLm0zLnYxLkV4ZWN1dGlvblN0YXRlSABCBwoFZXZlbnQiZQoQUm91bmRMZWZ0UGVuZGluZxIQCghyb3VuZF9pZBgBIAEoCRIUCgxleGVjdXRpb25faWQYAiABKAkSKQoGc3RhdHVzGAMgASgOMhkubTMudjEuTWFuYWdlZElucHV0U3RhdHVzIjoKEkxpc3RTZXJ2ZXJzUmVxdWVzdBINCgVuYW1lcxgBIAMoCRIVCg1pbmNsdWRlX3Rvb2xzGAIgASgIIjkKE0xpc3RTZXJ2ZXJzUmVzcG9uc2USIgoHc2VydmVycxgBIAMoCzIRLm0zLnYxLlNlcnZlckluZm8i4AEKClNlcnZlckluZm8SDAoEbmFtZRgBIAEoCRIpCgl0cmFuc3BvcnQYAiABKA4yFi5tMy52MS5TZXJ2ZXJUcmFuc3BvcnQSKwoIcHJvdG9jb2wYAyABKA4yGS5tMy52MS5Qcm90b2NvbEdlbmVyYXRpb24SIwobbmVnb3RpYXRlZF9wcm90b2NvbF92ZXJzaW9uGAQgASgJEh4KBXRvb2xzGAUgAygLMg8ubTMudjEuVG9vbEluZm8SJwoLdG9vbHNfZXJyb3IYBiABKAsyEi5tMy52MS5TZXJ2ZXJFcnJvciJrCghUb29sSW5mbxIMCgRuYW1lGAEgASgJEg0KBXRpdGxlGAIgASgJEhMKC2Rlc2NyaXB0aW9uGAMgASgJEi0KDGlucHV0X3NjaGVtYRgEIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QiLAoLU2VydmVyRXJyb3ISDAoEY29kZRgBIAEoCRIPCgdtZXNzYWdlGAIgASgJKnUKD1NlcnZlclRyYW5zcG9ydBIgChxTRVJWRVJfVFJBTlNQT1JUX1VOU1BFQ0lGSUVEEAASGgoWU0VSVkVSX1RSQU5TUE9SVF9TVERJTxABEiQKIFNFUlZFUl9UUkFOU1BPUlRfU1RSRUFNQUJMRV9IVFRQEAIqoQEKElByb3RvY29sR2VuZXJhdGlvbhIjCh9QUk9UT0NPTF9HRU5FUkFUSU9OX1VOU1BFQ0lGSUVEEAASHAoYUFJPVE9DT0xfR0VORVJBVElPTl9BVVRPEAESHgoaUFJPVE9DT0xfR0VORVJBVElPTl9MRUdBQ1kQAhIoCiRQUk9UT0NPTF9HRU5FUkFUSU9OX01VTFRJX1JPVU5EX1RSSVAQAzKFAwoQRXhlY3V0aW9uU2VydmljZRI1CgZTdWJtaXQSFC5tMy52MS5TdWJtaXRSZXF1ZXN0GhUubTMudjEuU3VibWl0UmVzcG9uc2USOwoIU25hcHNob3QSFi5tMy52MS5TbmFwc2hvdFJlcXVlc3QaFy5tMy52MS5TbmFwc2hvdFJlc3BvbnNlEjUKBlJlc3VsdBIULm0zLnYxLlJlc3VsdFJlcXVlc3QaFS5tMy52MS5SZXN1bHRSZXNwb25zZRI1CgZDYW5jZWwSFC5tMy52MS5DYW5jZWxSZXF1ZXN0GhUubTMudjEuQ2FuY2VsUmVzcG9uc2USSQoMV2F0Y2hQZW5kaW5nEhoubTMudjEuV2F0Y2hQZW5kaW5nUmVxdWVzdBobLm0zLnYxLldhdGNoUGVuZGluZ1Jlc3BvbnNlMAESRAoLTGlzdFNlcnZlcnMSGS5tMy52MS5MaXN0U2VydmVyc1JlcXVlc3QaGi5tMy52MS5MaXN0U2VydmVyc1Jlc3BvbnNlQosBCgljb20ubTMudjFCFUV4ZWN1dGlvblNlcnZpY2VQcm90b1ABWjJnaXRodWIuY29tL20zZ3JwYy9tM2dycGMvY2xpZW50cy9nby9nZW4vbTMvdjE7bTN2MaICA01YWKoCBU0zLlYxygIFTTNcVjHiAhFNM1xWMVxHUEJNZXRhZGF0YeoCBk0zOjpWMWIGcHJvdG8z", [file_google_protobuf_duration, file_google_protobuf_struct, file_m3_v1_elicitation, file_m3_v1_execution]);
 
 /**
  * Request message for ExecutionService.Submit.
@@ -373,6 +373,266 @@ export const RoundLeftPendingSchema: GenMessage<RoundLeftPending> = /*@__PURE__*
   messageDesc(file_m3_v1_execution_service, 10);
 
 /**
+ * Request message for ExecutionService.ListServers.
+ *
+ * @generated from message m3.v1.ListServersRequest
+ */
+export type ListServersRequest = Message<"m3.v1.ListServersRequest"> & {
+  /**
+   * Optional. Only these bindings, by name. Empty: every configured binding.
+   *
+   * @generated from field: repeated string names = 1;
+   */
+  names: string[];
+
+  /**
+   * Optional. Connect to each listed binding's server and list its tools.
+   * False: only the bindings' configuration is returned (no server is
+   * contacted).
+   *
+   * @generated from field: bool include_tools = 2;
+   */
+  includeTools: boolean;
+};
+
+/**
+ * Describes the message m3.v1.ListServersRequest.
+ * Use `create(ListServersRequestSchema)` to create a new message.
+ */
+export const ListServersRequestSchema: GenMessage<ListServersRequest> = /*@__PURE__*/
+  messageDesc(file_m3_v1_execution_service, 11);
+
+/**
+ * Response message for ExecutionService.ListServers.
+ *
+ * @generated from message m3.v1.ListServersResponse
+ */
+export type ListServersResponse = Message<"m3.v1.ListServersResponse"> & {
+  /**
+   * The bindings, sorted by name.
+   *
+   * @generated from field: repeated m3.v1.ServerInfo servers = 1;
+   */
+  servers: ServerInfo[];
+};
+
+/**
+ * Describes the message m3.v1.ListServersResponse.
+ * Use `create(ListServersResponseSchema)` to create a new message.
+ */
+export const ListServersResponseSchema: GenMessage<ListServersResponse> = /*@__PURE__*/
+  messageDesc(file_m3_v1_execution_service, 12);
+
+/**
+ * One configured MCP server binding.
+ *
+ * @generated from message m3.v1.ServerInfo
+ */
+export type ServerInfo = Message<"m3.v1.ServerInfo"> & {
+  /**
+   * The binding's name, as `AgentSpec.server` and tool selections
+   * (`"<name>:<tool>"`) use it.
+   *
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * How the service reaches the server.
+   *
+   * @generated from field: m3.v1.ServerTransport transport = 2;
+   */
+  transport: ServerTransport;
+
+  /**
+   * The protocol generation the binding is configured with.
+   *
+   * @generated from field: m3.v1.ProtocolGeneration protocol = 3;
+   */
+  protocol: ProtocolGeneration;
+
+  /**
+   * With `include_tools`, when listing succeeded: the MCP protocol version
+   * the server negotiated (e.g. "2025-11-25"). Empty otherwise.
+   *
+   * @generated from field: string negotiated_protocol_version = 4;
+   */
+  negotiatedProtocolVersion: string;
+
+  /**
+   * With `include_tools`: the server's tools, in the order it lists them.
+   *
+   * @generated from field: repeated m3.v1.ToolInfo tools = 5;
+   */
+  tools: ToolInfo[];
+
+  /**
+   * With `include_tools`, when the tools could not be listed: why. Unset
+   * otherwise.
+   *
+   * @generated from field: m3.v1.ServerError tools_error = 6;
+   */
+  toolsError?: ServerError | undefined;
+};
+
+/**
+ * Describes the message m3.v1.ServerInfo.
+ * Use `create(ServerInfoSchema)` to create a new message.
+ */
+export const ServerInfoSchema: GenMessage<ServerInfo> = /*@__PURE__*/
+  messageDesc(file_m3_v1_execution_service, 13);
+
+/**
+ * One tool an MCP server lists.
+ *
+ * @generated from message m3.v1.ToolInfo
+ */
+export type ToolInfo = Message<"m3.v1.ToolInfo"> & {
+  /**
+   * The tool's name, as tool selections (`"<server>:<tool>"`) use it.
+   *
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * The tool's human-readable title; empty if the server sets none.
+   *
+   * @generated from field: string title = 2;
+   */
+  title: string;
+
+  /**
+   * The tool's description; empty if the server sets none.
+   *
+   * @generated from field: string description = 3;
+   */
+  description: string;
+
+  /**
+   * The JSON Schema of the tool's arguments, as the server lists it.
+   *
+   * @generated from field: google.protobuf.Struct input_schema = 4;
+   */
+  inputSchema?: JsonObject | undefined;
+};
+
+/**
+ * Describes the message m3.v1.ToolInfo.
+ * Use `create(ToolInfoSchema)` to create a new message.
+ */
+export const ToolInfoSchema: GenMessage<ToolInfo> = /*@__PURE__*/
+  messageDesc(file_m3_v1_execution_service, 14);
+
+/**
+ * Why a binding's server could not be listed.
+ *
+ * @generated from message m3.v1.ServerError
+ */
+export type ServerError = Message<"m3.v1.ServerError"> & {
+  /**
+   * A lower-case failure code, as operations report them:
+   * `server_unavailable` (the command or URL could not be reached, or the
+   * handshake failed), `protocol_mismatch` (a binding pinned to 2026-07-28
+   * and a server that does not speak it), `mcp_error` (the server answered
+   * `tools/list` with an error), `timeout`.
+   *
+   * @generated from field: string code = 1;
+   */
+  code: string;
+
+  /**
+   * One line for people: the cause (e.g. the command that was not found,
+   * or the stdio server's last stderr lines).
+   *
+   * @generated from field: string message = 2;
+   */
+  message: string;
+};
+
+/**
+ * Describes the message m3.v1.ServerError.
+ * Use `create(ServerErrorSchema)` to create a new message.
+ */
+export const ServerErrorSchema: GenMessage<ServerError> = /*@__PURE__*/
+  messageDesc(file_m3_v1_execution_service, 15);
+
+/**
+ * How the service reaches a binding's MCP server.
+ *
+ * @generated from enum m3.v1.ServerTransport
+ */
+export enum ServerTransport {
+  /**
+   * Not set; never sent by the service.
+   *
+   * @generated from enum value: SERVER_TRANSPORT_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * A local process spoken to over its standard input and output.
+   *
+   * @generated from enum value: SERVER_TRANSPORT_STDIO = 1;
+   */
+  STDIO = 1,
+
+  /**
+   * An HTTP endpoint speaking MCP Streamable HTTP.
+   *
+   * @generated from enum value: SERVER_TRANSPORT_STREAMABLE_HTTP = 2;
+   */
+  STREAMABLE_HTTP = 2,
+}
+
+/**
+ * Describes the enum m3.v1.ServerTransport.
+ */
+export const ServerTransportSchema: GenEnum<ServerTransport> = /*@__PURE__*/
+  enumDesc(file_m3_v1_execution_service, 0);
+
+/**
+ * Which MCP protocol generation a binding uses.
+ *
+ * @generated from enum m3.v1.ProtocolGeneration
+ */
+export enum ProtocolGeneration {
+  /**
+   * Not set; never sent by the service.
+   *
+   * @generated from enum value: PROTOCOL_GENERATION_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * Negotiated with the server (the newest both sides speak).
+   *
+   * @generated from enum value: PROTOCOL_GENERATION_AUTO = 1;
+   */
+  AUTO = 1,
+
+  /**
+   * Protocol 2025-11-25 and older: `elicitation/create` requests.
+   *
+   * @generated from enum value: PROTOCOL_GENERATION_LEGACY = 2;
+   */
+  LEGACY = 2,
+
+  /**
+   * Protocol 2026-07-28: multi round-trip requests (`InputRequiredResult`).
+   *
+   * @generated from enum value: PROTOCOL_GENERATION_MULTI_ROUND_TRIP = 3;
+   */
+  MULTI_ROUND_TRIP = 3,
+}
+
+/**
+ * Describes the enum m3.v1.ProtocolGeneration.
+ */
+export const ProtocolGenerationSchema: GenEnum<ProtocolGeneration> = /*@__PURE__*/
+  enumDesc(file_m3_v1_execution_service, 1);
+
+/**
  * Runs executions: an agent harness, or a single operation, against an MCP
  * server binding configured on the service.
  *
@@ -480,6 +740,26 @@ export const ExecutionService: GenService<{
     methodKind: "server_streaming";
     input: typeof WatchPendingRequestSchema;
     output: typeof WatchPendingResponseSchema;
+  },
+  /**
+   * Lists the MCP server bindings configured on the service: the names
+   * `AgentSpec.server` and `OperationSpec.server` accept, each with its
+   * transport and protocol generation, sorted by name. With `include_tools`,
+   * the service connects to each listed binding (in parallel, each for at
+   * most 30 seconds) and returns the tools it lists; a binding whose server
+   * cannot be reached or listed has `tools_error` set instead, and the call
+   * still succeeds. Commands, URLs, headers and environments are never sent.
+   *
+   * Errors: NOT_FOUND (SERVER_BINDING_NOT_FOUND) for a name in `names` that
+   * is not configured (the ErrorInfo metadata `known_servers` lists the
+   * configured names).
+   *
+   * @generated from rpc m3.v1.ExecutionService.ListServers
+   */
+  listServers: {
+    methodKind: "unary";
+    input: typeof ListServersRequestSchema;
+    output: typeof ListServersResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_m3_v1_execution_service, 0);
