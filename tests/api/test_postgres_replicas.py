@@ -312,9 +312,9 @@ def test_resumable_round_of_a_killed_replica_is_answered_through_another(
     replicas.processes["owner"].kill()  # SIGKILL: its leases are never released
     # Answered through the other replica, whether or not its recovery ran yet.
     answered = other.respond(round_id, "address-1")
-    assert answered.status == elicitation_pb2.ROUND_STATUS_RESPONSE_VALIDATED
+    assert answered.status == elicitation_pb2.MANAGED_INPUT_STATUS_RESPONSE_VALIDATED
     assert_resumed_once(other.result(execution_id), ledger)
-    assert get_round(other, round_id).status == elicitation_pb2.ROUND_STATUS_RESOLVED
+    assert get_round(other, round_id).status == elicitation_pb2.MANAGED_INPUT_STATUS_RESOLVED
     # The other replica's only complaint is the release of the dead one's work.
     complaints = replicas.complaints("other")
     assert complaints, "the other replica's recovery released the execution"

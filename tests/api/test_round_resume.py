@@ -134,14 +134,14 @@ def test_a_pending_round_survives_a_restart(tmp_path: Path, signal_name: str) ->
     try:
         # Nothing failed it: the round waits for its answer, whoever runs it next.
         pending = get_round(stubs, round_id)
-        assert pending.status == elicitation_pb2.ROUND_STATUS_PENDING, pending
-        assert lifecycle(stubs, execution_id) == execution_pb2.EXECUTION_LIFECYCLE_WAITING_FOR_INPUT
+        assert pending.status == elicitation_pb2.MANAGED_INPUT_STATUS_PENDING, pending
+        assert lifecycle(stubs, execution_id) == execution_pb2.EXECUTION_STATUS_WAITING_FOR_INPUT
         again = stubs.wait_pending(execution_id)
         assert again.round_id == round_id
         stubs.respond(round_id, "address-1")
         assert_resumed_once(stubs.result(execution_id), ledger)
         done = get_round(stubs, round_id)
-        assert done.status == elicitation_pb2.ROUND_STATUS_RESOLVED, done
+        assert done.status == elicitation_pb2.MANAGED_INPUT_STATUS_RESOLVED, done
     finally:
         stubs.close()
         second.stop()
@@ -168,7 +168,7 @@ def test_an_answered_round_survives_a_graceful_shutdown_too(tmp_path: Path) -> N
     stubs = idle.stubs()
     try:
         answered = stubs.respond(round_id, "address-1")
-        assert answered.status == elicitation_pb2.ROUND_STATUS_RESPONSE_VALIDATED
+        assert answered.status == elicitation_pb2.MANAGED_INPUT_STATUS_RESPONSE_VALIDATED
     finally:
         stubs.close()
         idle.stop()
@@ -227,7 +227,7 @@ def test_a_round_not_pinned_to_2026_07_28_still_fails_closed(tmp_path: Path, ser
     stubs = second.stubs()
     try:
         failed = get_round(stubs, round_id)
-        assert failed.status == elicitation_pb2.ROUND_STATUS_FAILED, failed
+        assert failed.status == elicitation_pb2.MANAGED_INPUT_STATUS_FAILED, failed
         assert failed.failure_code == "worker_shutdown"
         result = stubs.result(execution_id)
         assert result.failure_code == "worker_shutdown"
