@@ -271,7 +271,7 @@ def test_round_of_a_killed_replica_is_recovered_by_another(replicas: Replicas) -
     # C did it (A's recovery pass is 600 s away), and nothing else went wrong.
     recovery = replicas.complaints("c")
     assert any(f"recovered execution {execution_id}:" in line for line in recovery), recovery
-    assert all("m3grpc.runtime.recovery: recovered " in line for line in recovery), recovery
+    assert all("event=execution.recovered" in line for line in recovery), recovery
     assert replicas.complaints("a") == []
     pending_now = a.elicitation.GetPending(
         elicitation_service_pb2.GetPendingRequest(execution_id=execution_id), timeout=30
@@ -319,6 +319,5 @@ def test_resumable_round_of_a_killed_replica_is_answered_through_another(
     complaints = replicas.complaints("other")
     assert complaints, "the other replica's recovery released the execution"
     assert all(
-        f"m3grpc.runtime.recovery: released execution {execution_id}:" in line
-        for line in complaints
+        f"event=execution.released execution_id={execution_id}" in line for line in complaints
     ), complaints
