@@ -27,11 +27,11 @@ A binding pinned to 2026-07-28 connects by probing and fails the operation
 `protocol_mismatch` when the server offers only an older protocol.
 
 Nothing cuts a resolver's wait short: the SDK sets no request timeout unless
-asked (we never ask), stdio has none, and for HTTP we build the httpx client
-without a read timeout (the SDK's default 300 s read timeout would cut a held
-legacy elicitation stream). A 2026-07-28 server may still expire the
-`request_state` it handed out (the MCP Python SDK seals it with a 10-minute TTL
-by default); a late retry then fails with `request_state_rejected`.
+asked (we never ask), stdio has none, and for HTTP the binding's shared httpx
+client (`m3grpc.harness.http_clients`) has no read timeout (the SDK's default
+300 s read timeout would cut a held legacy elicitation stream). A 2026-07-28
+server may still expire the `request_state` it handed out (the MCP Python SDK
+seals it with a 10-minute TTL by default); a late retry then fails with `request_state_rejected`.
 
 Each round counts toward `task.round_limit`; a request for one more round fails
 the operation with `round_limit_exceeded` without calling the resolver (a held
@@ -70,7 +70,6 @@ from typing import Any
 
 import anyio
 import anyio.lowlevel
-import httpx2
 from mcp import Client, MCPError, StdioServerParameters
 from mcp.client import Transport
 from mcp.client.session import ClientRequestContext, IncomingMessage
@@ -132,6 +131,7 @@ from m3grpc.harness.base import (
     operation_id,
 )
 from m3grpc.harness.diagnostics import StderrTail, connect_failure, connection_lost
+from m3grpc.harness.http_clients import HttpClients
 from m3grpc.harness.mcp_convert import domain_request, dump_result, elicit_result
 from m3grpc.harness.request_keys import (
     legacy_request_key,
@@ -145,8 +145,6 @@ logger = logging.getLogger(__name__)
 
 CLIENT_INFO = Implementation(name="m3-scripted-harness", version="0.1.0")
 
-# Connect/write/pool timeout for Streamable HTTP; reads never time out (see above).
-_HTTP_TIMEOUT_SECONDS = 30.0
 # An InputRequiredResult with only request_state is a "come back later", not a
 # round: retry with backoff (as the SDK's own driver does), a bounded number of times.
 _STATE_ONLY_RETRY_LIMIT = 64
@@ -168,9 +166,14 @@ class ScriptedHarness:
 
     def __init__(self, *, client_info: Implementation | None = None) -> None:
         self._client_info = client_info or CLIENT_INFO
+        self._http = HttpClients()
 
     async def run(self, task: HarnessTask, resolve_input: InputResolver) -> list[OperationResult]:
-        return await _Run(task, resolve_input, self._client_info).execute()
+        return await _Run(task, resolve_input, self._client_info, self._http).execute()
+
+    async def aclose(self) -> None:
+        """Close the shared HTTP clients of the running loop (a later run reopens them)."""
+        await self._http.aclose()
 
 
 @dataclass
@@ -254,9 +257,14 @@ class _Run:
     """One `ScriptedHarness.run`: the connection and the operation in flight."""
 
     def __init__(
-        self, task: HarnessTask, resolve: InputResolver, client_info: Implementation
+        self,
+        task: HarnessTask,
+        resolve: InputResolver,
+        client_info: Implementation,
+        http: HttpClients,
     ) -> None:
         self._task = task
+        self._http = http
         self._resolver = resolve
         self._client_info = client_info
         self._client: Client | None = None
@@ -391,11 +399,8 @@ class _Run:
             self._stderr = StderrTail(server.name)
             target = stdio_client(parameters, errlog=self._stderr.errlog)
         else:
-            http = httpx2.AsyncClient(
-                headers=dict(server.headers),
-                timeout=httpx2.Timeout(_HTTP_TIMEOUT_SECONDS, read=None),
-            )
-            await stack.enter_async_context(http)
+            # The binding's shared client: the SDK leaves a client it was given open.
+            http = self._http.client(server.headers)
             target = streamable_http_client(server.url, http_client=http)
         client = Client(
             target,
