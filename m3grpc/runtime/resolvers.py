@@ -28,7 +28,7 @@ from m3grpc.errors import ManagedInputStateError, OperationTimeout
 from m3grpc.harness import InputRound, OperationRef
 from m3grpc.plan import answer_from_plan
 from m3grpc.runtime.leases import LeaseHolder
-from m3grpc.runtime.notifier import Notifier, wait_for
+from m3grpc.runtime.notifier import Notifier, pending_key, wait_for
 from m3grpc.specs import ElicitationPlan
 from m3grpc.storage import SqlExecutionStore
 from m3grpc.types import (
@@ -143,6 +143,8 @@ class ManagedInputResolver:
         )
         self.open_round_id = pending.round_id
         self._open_operation_id = operation.logical_operation_id
+        # Wakes the kit's wait_for_pending at once (no polling in-process).
+        self._notifier.notify(pending_key(self._execution_id))
         responses = await self._wait_without_slot(pending)
         await asyncio.to_thread(self._rounds.start_delivery, pending.round_id, self._lease.lease)
         self._delivering[operation.logical_operation_id] = pending.round_id
@@ -248,10 +250,15 @@ class ManagedInputResolver:
         round_id = self._delivering.pop(logical_operation_id, None)
         if round_id is None:
             return
-        if round_id not in self._delivered:
-            await asyncio.to_thread(self._rounds.mark_delivered, round_id, self._lease.lease)
+        # Not yet marked delivered: the reply that ended the operation is the answer's
+        # receipt too; both steps commit in one transaction.
         await asyncio.to_thread(
-            self._rounds.resolve, round_id, self._lease.lease, operation=operation, last=last
+            self._rounds.resolve,
+            round_id,
+            self._lease.lease,
+            operation=operation,
+            last=last,
+            mark_delivered=round_id not in self._delivered,
         )
         self._forget(round_id)
 
