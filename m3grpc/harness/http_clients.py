@@ -6,6 +6,10 @@ per execution made that most of an execution's cost. `HttpClients` keeps one cli
 event loop and per set of binding headers (the SDK sends the session's own headers with
 each request, so executions can share a client), and one SSL context per process.
 
+It also remembers a 2026-07-28 server's `server/discover` answer per (URL, headers), so
+later sessions adopt it instead of asking again (the SDK's `prior_discover`); the harness
+forgets it when a session of that binding fails to connect or loses its connection.
+
 A shared client has no connection cap: a legacy round holds its call's response
 stream open for as long as a human takes, so N paused executions hold N connections.
 Reads never time out for the same reason (the SDK's default 300 s read timeout would
@@ -21,6 +25,7 @@ from asyncio import AbstractEventLoop, get_running_loop
 from collections.abc import Mapping
 
 import httpx2
+from mcp_types import DiscoverResult
 
 # Connect/write/pool timeout for Streamable HTTP; reads never time out (see above).
 HTTP_TIMEOUT_SECONDS = 30.0
@@ -53,11 +58,24 @@ class HttpClients:
         self._by_loop: weakref.WeakKeyDictionary[
             AbstractEventLoop, dict[HeadersKey, httpx2.AsyncClient]
         ] = weakref.WeakKeyDictionary()
+        self._discovered: dict[tuple[str, HeadersKey], DiscoverResult] = {}
+
+    def discovered(self, url: str, headers: Mapping[str, str]) -> DiscoverResult | None:
+        """The server's remembered `server/discover` answer, if any."""
+        return self._discovered.get((url, _key(headers)))
+
+    def remember_discovered(
+        self, url: str, headers: Mapping[str, str], result: DiscoverResult
+    ) -> None:
+        self._discovered[(url, _key(headers))] = result
+
+    def forget_discovered(self, url: str, headers: Mapping[str, str]) -> None:
+        self._discovered.pop((url, _key(headers)), None)
 
     def client(self, headers: Mapping[str, str]) -> httpx2.AsyncClient:
         """The running loop's client for `headers` (created on first use)."""
         clients = self._by_loop.setdefault(get_running_loop(), {})
-        key: HeadersKey = tuple(sorted(headers.items()))
+        key = _key(headers)
         client = clients.get(key)
         if client is None or client.is_closed:
             client = httpx2.AsyncClient(
@@ -78,3 +96,7 @@ class HttpClients:
         clients = self._by_loop.pop(get_running_loop(), {})
         for client in clients.values():
             await client.aclose()
+
+
+def _key(headers: Mapping[str, str]) -> HeadersKey:
+    return tuple(sorted(headers.items()))

@@ -84,6 +84,7 @@ from mcp_types import (
     METHOD_NOT_FOUND,
     URL_ELICITATION_REQUIRED,
     CallToolResult,
+    DiscoverResult,
     ElicitCompleteNotification,
     ElicitRequest,
     ElicitRequestFormParams,
@@ -152,6 +153,8 @@ _STATE_ONLY_BACKOFF_SECONDS = (0.05, 0.25)
 _TOOL_LIST_PAGE_LIMIT = 100
 
 MRTR_PROTOCOL = "2026-07-28"
+# Failures after which a binding's remembered discover answer is dropped.
+_DISCOVER_STALE = frozenset({CONNECTION_CLOSED, MCP_ERROR, INVALID_SERVER_RESULT})
 # Where an operation result records the `notifications/elicitation/complete`
 # the server sent while the operation ran: `result["_meta"][...]`, a list of elicitationIds.
 META_ELICITATION_COMPLETE = "m3/elicitation_complete"
@@ -311,6 +314,8 @@ class _Run:
         return results
 
     async def _explain_lost_connection(self, outcome: _Outcome) -> _Outcome:
+        if outcome.result is not None and outcome.result.failure_code in _DISCOVER_STALE:
+            self._forget_discover()  # the server may have restarted as another version
         # A stdio server that died mid-session said why on its stderr: quote its
         # last lines (waiting, boundedly, for the dead process's stderr to drain).
         result = outcome.result
@@ -368,6 +373,7 @@ class _Run:
             except _ProtocolMismatch as exc:
                 return _failed(ref, PROTOCOL_MISMATCH, str(exc), stop=True)
             except Exception as exc:  # spawn, network and handshake failures alike
+                self._forget_discover()  # the server may have changed: ask it next time
                 logger.warning("cannot connect to MCP server %r", ref.server, exc_info=True)
                 tail = await self._stderr.drained() if self._stderr is not None else None
                 message = connect_failure(self._task.server, exc, tail)
@@ -402,12 +408,19 @@ class _Run:
             # The binding's shared client: the SDK leaves a client it was given open.
             http = self._http.client(server.headers)
             target = streamable_http_client(server.url, http_client=http)
-        client = Client(
-            target,
+        mode: str = server.protocol
+        prior: DiscoverResult | None = None
+        if server.protocol == MRTR_PROTOCOL:
             # A pinned 2026-07-28 binding connects as "auto" (discover, else the
             # initialize handshake) so that a legacy-only server is recognised
-            # and reported (`protocol_mismatch`) instead of failing its first call.
-            mode="auto" if server.protocol == MRTR_PROTOCOL else server.protocol,
+            # and reported (`protocol_mismatch`) instead of failing its first call;
+            # once the server has answered discover, later sessions adopt that answer.
+            prior = self._known_discover()
+            mode = MRTR_PROTOCOL if prior is not None else "auto"
+        client = Client(
+            target,
+            mode=mode,
+            prior_discover=prior,
             # Given a callback, the SDK declares elicitation {form, url}.
             elicitation_callback=self._on_elicit,
             # Declares roots; answered from the binding (empty by default).
@@ -423,7 +436,21 @@ class _Run:
                 self._stderr.release_writer()  # the spawn is over; the server holds its copy
         if server.protocol == MRTR_PROTOCOL and entered.protocol_version != MRTR_PROTOCOL:
             raise _ProtocolMismatch(_mismatch_message(server, entered))
+        discovered = entered.session.discover_result
+        if prior is None and discovered is not None and not isinstance(server, StdioServer):
+            self._http.remember_discovered(server.url, server.headers, discovered)
         return entered
+
+    def _known_discover(self) -> DiscoverResult | None:
+        server = self._task.server
+        if isinstance(server, StdioServer):
+            return None  # a new process each time: it is asked
+        return self._http.discovered(server.url, server.headers)
+
+    def _forget_discover(self) -> None:
+        server = self._task.server
+        if not isinstance(server, StdioServer):
+            self._http.forget_discovered(server.url, server.headers)
 
     async def _listed_tools(self) -> dict[str, Tool]:
         if self._tools is None:
