@@ -27,8 +27,8 @@ A binding pinned to 2026-07-28 connects by probing and fails the operation
 `protocol_mismatch` when the server offers only an older protocol.
 
 Nothing cuts a resolver's wait short: the SDK sets no request timeout unless
-asked (we never ask), stdio has none, and for HTTP the binding's shared httpx
-client (`m3grpc.harness.http_clients`) has no read timeout (the SDK's default
+asked (we never ask), stdio has none, and for HTTP the session's httpx client
+(`m3grpc.harness.http_clients`) has no read timeout (the SDK's default
 300 s read timeout would cut a held legacy elicitation stream). A 2026-07-28
 server may still expire the `request_state` it handed out (the MCP Python SDK
 seals it with a 10-minute TTL by default); a late retry then fails with `request_state_rejected`.
@@ -173,10 +173,6 @@ class ScriptedHarness:
 
     async def run(self, task: HarnessTask, resolve_input: InputResolver) -> list[OperationResult]:
         return await _Run(task, resolve_input, self._client_info, self._http).execute()
-
-    async def aclose(self) -> None:
-        """Close the shared HTTP clients of the running loop (a later run reopens them)."""
-        await self._http.aclose()
 
 
 @dataclass
@@ -405,8 +401,9 @@ class _Run:
             self._stderr = StderrTail(server.name)
             target = stdio_client(parameters, errlog=self._stderr.errlog)
         else:
-            # The binding's shared client: the SDK leaves a client it was given open.
+            # The session's own client (on the process's shared SSL context).
             http = self._http.client(server.headers)
+            await stack.enter_async_context(http)
             target = streamable_http_client(server.url, http_client=http)
         mode: str = server.protocol
         prior: DiscoverResult | None = None

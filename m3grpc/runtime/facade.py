@@ -96,11 +96,6 @@ class Runtime:
         if self._pool is not None:
             await self._pool.stop(grace)
         self.store.remove_commit_listener(self.notify_events)
-        for harness in self.harnesses.values():
-            # Optional: a harness with shared connections (the scripted one) closes them.
-            aclose = getattr(harness, "aclose", None)
-            if aclose is not None:
-                await aclose()
 
     @property
     def notifier(self) -> Notifier:
