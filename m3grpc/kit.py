@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Awaitable, Coroutine, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Coroutine, Iterator, Mapping, Sequence
 from datetime import timedelta
 from types import TracebackType
 from typing import Any, TypeVar
@@ -72,6 +72,24 @@ class AsyncExecutionHandle:
     async def pending_elicitation(self) -> PendingElicitationRound | None:
         record = await self._runtime.pending_round(self.execution_id)
         return record.pending if record is not None else None
+
+    async def wait_for_pending(
+        self, timeout: float | None = None
+    ) -> PendingElicitationRound | None:
+        """The pending round as soon as there is one (no polling needed); None once the
+        execution has finished without one; TimeoutError after `timeout` seconds."""
+        record = await self._runtime.wait_for_pending(self.execution_id, timeout)
+        return record.pending if record is not None else None
+
+    async def pending_rounds(self) -> AsyncIterator[PendingElicitationRound]:
+        """Each round once, as it becomes pending, until the execution finishes."""
+        last: str | None = None
+        while True:
+            record = await self._runtime.wait_for_pending(self.execution_id, skip_round_id=last)
+            if record is None:
+                return
+            last = record.pending.round_id
+            yield record.pending
 
     async def respond_elicitation(
         self,
@@ -214,6 +232,22 @@ class ExecutionHandle:
 
     def pending_elicitation(self) -> PendingElicitationRound | None:
         return self._run(self._handle.pending_elicitation())
+
+    def wait_for_pending(self, timeout: float | None = None) -> PendingElicitationRound | None:
+        """The pending round as soon as there is one; None once the execution has
+        finished without one; TimeoutError after `timeout` seconds."""
+        return self._run(self._handle.wait_for_pending(timeout))
+
+    def pending_rounds(self) -> Iterator[PendingElicitationRound]:
+        """Each round once, as it becomes pending, until the execution finishes."""
+        runtime, execution_id = self._handle._runtime, self.execution_id
+        last: str | None = None
+        while True:
+            record = self._run(runtime.wait_for_pending(execution_id, skip_round_id=last))
+            if record is None:
+                return
+            last = record.pending.round_id
+            yield record.pending
 
     def respond_elicitation(
         self,

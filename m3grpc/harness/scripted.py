@@ -35,11 +35,11 @@ A binding pinned to 2026-07-28 connects by probing and fails the operation
 `protocol_mismatch` when the server offers only an older protocol.
 
 Nothing cuts a resolver's wait short: the SDK sets no request timeout unless
-asked (we never ask), stdio has none, and for HTTP we build the httpx client
-without a read timeout (the SDK's default 300 s read timeout would cut a held
-legacy elicitation stream). A 2026-07-28 server may still expire the
-`request_state` it handed out (the MCP Python SDK seals it with a 10-minute TTL
-by default); a late retry then fails with `request_state_rejected`.
+asked (we never ask), stdio has none, and for HTTP the session's httpx client
+(`m3grpc.harness.http_clients`) has no read timeout (the SDK's default
+300 s read timeout would cut a held legacy elicitation stream). A 2026-07-28
+server may still expire the `request_state` it handed out (the MCP Python SDK
+seals it with a 10-minute TTL by default); a late retry then fails with `request_state_rejected`.
 
 Each round counts toward `task.round_limit`; a request for one more round fails
 the operation with `round_limit_exceeded` without calling the resolver (a held
@@ -79,7 +79,6 @@ from typing import Any
 
 import anyio
 import anyio.lowlevel
-import httpx2
 from mcp import Client, MCPError, StdioServerParameters
 from mcp.client import Transport
 from mcp.client.session import ClientRequestContext, IncomingMessage
@@ -94,6 +93,7 @@ from mcp_types import (
     METHOD_NOT_FOUND,
     URL_ELICITATION_REQUIRED,
     CallToolResult,
+    DiscoverResult,
     ElicitCompleteNotification,
     ElicitRequest,
     ElicitRequestFormParams,
@@ -146,6 +146,7 @@ from m3grpc.harness.base import (
     operation_id,
 )
 from m3grpc.harness.diagnostics import StderrTail, connect_failure, connection_lost
+from m3grpc.harness.http_clients import HttpClients
 from m3grpc.harness.mcp_convert import domain_request, dump_result, elicit_results
 from m3grpc.harness.mcp_tasks import (
     RELATED_TASK_META,
@@ -166,8 +167,6 @@ logger = logging.getLogger(__name__)
 
 CLIENT_INFO = Implementation(name="m3-scripted-harness", version="0.1.0")
 
-# Connect/write/pool timeout for Streamable HTTP; reads never time out (see above).
-_HTTP_TIMEOUT_SECONDS = 30.0
 # An InputRequiredResult with only request_state is a "come back later", not a
 # round: retry with backoff (as the SDK's own driver does), a bounded number of times.
 _STATE_ONLY_RETRY_LIMIT = 64
@@ -180,6 +179,8 @@ _TASK_POLL_DEFAULT_SECONDS = 1.0
 _TASK_CANCEL_TIMEOUT_SECONDS = 10.0
 
 MRTR_PROTOCOL = "2026-07-28"
+# Failures after which a binding's remembered discover answer is dropped.
+_DISCOVER_STALE = frozenset({CONNECTION_CLOSED, MCP_ERROR, INVALID_SERVER_RESULT})
 # Where an operation result records the `notifications/elicitation/complete`
 # the server sent while the operation ran: `result["_meta"][...]`, a list of elicitationIds.
 META_ELICITATION_COMPLETE = "m3/elicitation_complete"
@@ -197,9 +198,10 @@ class ScriptedHarness:
 
     def __init__(self, *, client_info: Implementation | None = None) -> None:
         self._client_info = client_info or CLIENT_INFO
+        self._http = HttpClients()
 
     async def run(self, task: HarnessTask, resolve_input: InputResolver) -> list[OperationResult]:
-        return await _Run(task, resolve_input, self._client_info).execute()
+        return await _Run(task, resolve_input, self._client_info, self._http).execute()
 
 
 @dataclass
@@ -274,9 +276,14 @@ class _Run:
     """One `ScriptedHarness.run`: the connection and the operation in flight."""
 
     def __init__(
-        self, task: HarnessTask, resolve: InputResolver, client_info: Implementation
+        self,
+        task: HarnessTask,
+        resolve: InputResolver,
+        client_info: Implementation,
+        http: HttpClients,
     ) -> None:
         self._task = task
+        self._http = http
         self._resolver = resolve
         self._client_info = client_info
         self._client: Client | None = None
@@ -343,6 +350,8 @@ class _Run:
         return results
 
     async def _explain_lost_connection(self, outcome: _Outcome) -> _Outcome:
+        if outcome.result is not None and outcome.result.failure_code in _DISCOVER_STALE:
+            self._forget_discover()  # the server may have restarted as another version
         # A stdio server that died mid-session said why on its stderr: quote its
         # last lines (waiting, boundedly, for the dead process's stderr to drain).
         result = outcome.result
@@ -419,6 +428,7 @@ class _Run:
             except _ProtocolMismatch as exc:
                 return _failed(ref, PROTOCOL_MISMATCH, str(exc), stop=True)
             except Exception as exc:  # spawn, network and handshake failures alike
+                self._forget_discover()  # the server may have changed: ask it next time
                 logger.warning("cannot connect to MCP server %r", ref.server, exc_info=True)
                 tail = await self._stderr.drained() if self._stderr is not None else None
                 message = connect_failure(self._task.server, exc, tail)
@@ -466,18 +476,23 @@ class _Run:
             self._stderr = StderrTail(server.name)
             target = stdio_client(parameters, errlog=self._stderr.errlog)
         else:
-            http = httpx2.AsyncClient(
-                headers=dict(server.headers),
-                timeout=httpx2.Timeout(_HTTP_TIMEOUT_SECONDS, read=None),
-            )
+            # The session's own client (on the process's shared SSL context).
+            http = self._http.client(server.headers)
             await stack.enter_async_context(http)
             target = streamable_http_client(server.url, http_client=http)
-        client = TaskClient(
-            target,
+        mode: str = server.protocol
+        prior: DiscoverResult | None = None
+        if server.protocol == MRTR_PROTOCOL:
             # A pinned 2026-07-28 binding connects as "auto" (discover, else the
             # initialize handshake) so that a legacy-only server is recognised
-            # and reported (`protocol_mismatch`) instead of failing its first call.
-            mode="auto" if server.protocol == MRTR_PROTOCOL else server.protocol,
+            # and reported (`protocol_mismatch`) instead of failing its first call;
+            # once the server has answered discover, later sessions adopt that answer.
+            prior = self._known_discover()
+            mode = MRTR_PROTOCOL if prior is not None else "auto"
+        client = TaskClient(
+            target,
+            mode=mode,
+            prior_discover=prior,
             # Given a callback, the SDK declares elicitation {form, url}.
             elicitation_callback=self._on_elicit,
             # Declares roots; answered from the binding (empty by default).
@@ -496,7 +511,21 @@ class _Run:
                 self._stderr.release_writer()  # the spawn is over; the server holds its copy
         if server.protocol == MRTR_PROTOCOL and entered.protocol_version != MRTR_PROTOCOL:
             raise _ProtocolMismatch(_mismatch_message(server, entered))
+        discovered = entered.session.discover_result
+        if prior is None and discovered is not None and not isinstance(server, StdioServer):
+            self._http.remember_discovered(server.url, server.headers, discovered)
         return entered
+
+    def _known_discover(self) -> DiscoverResult | None:
+        server = self._task.server
+        if isinstance(server, StdioServer):
+            return None  # a new process each time: it is asked
+        return self._http.discovered(server.url, server.headers)
+
+    def _forget_discover(self) -> None:
+        server = self._task.server
+        if not isinstance(server, StdioServer):
+            self._http.forget_discovered(server.url, server.headers)
 
     async def _listed_tools(self) -> dict[str, Tool]:
         if self._tools is None:

@@ -31,7 +31,7 @@ from m3grpc.runtime.limits import (
     id_violations,
     response_violations,
 )
-from m3grpc.runtime.notifier import Notifier, wait_for
+from m3grpc.runtime.notifier import Notifier, pending_key, wait_for
 from m3grpc.runtime.submission import spec_document, validate_submission
 from m3grpc.runtime.worker import WorkerPool, WorkerSettings
 from m3grpc.storage import (
@@ -45,6 +45,7 @@ from m3grpc.types import (
     ElicitationResponse,
     ExecutionResult,
     ExecutionState,
+    ExecutionStatus,
     HumanInput,
     ManagedInputRecord,
     ManagedInputStatus,
@@ -235,6 +236,42 @@ class Runtime:
                 metadata={"execution_id": execution_id},
             )
         return rounds[0] if rounds else None
+
+    async def wait_for_pending(
+        self, execution_id: str, timeout: float | None = None, *, skip_round_id: str | None = None
+    ) -> ManagedInputRecord | None:
+        """The execution's pending round (other than `skip_round_id`) as soon as there is
+        one; None once the execution has finished without one. TimeoutError if `timeout`
+        seconds pass first. This process's worker wakes it at once (round stored,
+        execution finished); writes of other processes are seen by polling."""
+        execution_id = _execution_id(execution_id)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        keys = (pending_key(execution_id), execution_id)
+        while True:
+            # Registered before reading, so no commit slips between read and wait.
+            wakes = [self.notifier.register(key) for key in keys]
+            try:
+                record = await self.pending_round(execution_id)
+                if record is not None and record.pending.round_id != skip_round_id:
+                    return record
+                if record is None and await self._finished(execution_id):
+                    return None
+                wait = self.settings.poll_interval
+                if deadline is not None:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        raise TimeoutError(
+                            f"execution {execution_id} had no pending round within {timeout} s"
+                        )
+                    wait = min(wait, remaining)
+                await asyncio.wait(wakes, timeout=wait, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for key, wake in zip(keys, wakes, strict=True):
+                    self.notifier.unregister(key, wake)
+
+    async def _finished(self, execution_id: str) -> bool:
+        state = await self.snapshot(execution_id)
+        return state.lifecycle is ExecutionStatus.FINISHED
 
     async def respond(
         self,

@@ -11,6 +11,11 @@ import asyncio
 from collections import defaultdict
 
 
+def pending_key(execution_id: str) -> str:
+    """The key woken when this process stores a pending round of the execution."""
+    return f"m3:pending:{execution_id}"
+
+
 class Notifier:
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop

@@ -29,7 +29,7 @@ from m3grpc.harness import InputRound, OperationRef
 from m3grpc.plan import answer_from_plan
 from m3grpc.runtime.leases import LeaseHolder
 from m3grpc.runtime.lifecycle import Lifecycle
-from m3grpc.runtime.notifier import Notifier, wait_for
+from m3grpc.runtime.notifier import Notifier, pending_key, wait_for
 from m3grpc.specs import ElicitationPlan
 from m3grpc.storage import SqlExecutionStore
 from m3grpc.types import (
@@ -195,6 +195,8 @@ class ManagedInputResolver:
         self._open_operation_id = pending.logical_operation_id
         self._open_resumable = resumable
         self._lifecycle.round_pending(self._execution_id, pending.round_id, round_index)
+        # Wakes the kit's wait_for_pending at once (no polling in-process).
+        self._notifier.notify(pending_key(self._execution_id))
         responses = await self._wait_without_slot(pending)
         # From here the answer may reach the server: the round no longer passes on.
         self._open_resumable = False
@@ -308,12 +310,19 @@ class ManagedInputResolver:
         round_id = self._delivering.pop(logical_operation_id, None)
         if round_id is None:
             return
-        if round_id not in self._delivered:
-            await asyncio.to_thread(self._rounds.mark_delivered, round_id, self._lease.lease)
-            self._lifecycle.round_delivered(self._execution_id, round_id)
+        # Not yet marked delivered: the reply that ended the operation is the answer's
+        # receipt too; both steps commit in one transaction.
+        delivered_now = round_id not in self._delivered
         await asyncio.to_thread(
-            self._rounds.resolve, round_id, self._lease.lease, operation=operation, last=last
+            self._rounds.resolve,
+            round_id,
+            self._lease.lease,
+            operation=operation,
+            last=last,
+            mark_delivered=delivered_now,
         )
+        if delivered_now:
+            self._lifecycle.round_delivered(self._execution_id, round_id)
         self._lifecycle.round_resolved(self._execution_id, round_id)
         self._forget(round_id)
 

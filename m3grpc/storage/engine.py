@@ -6,6 +6,12 @@ for every read-then-write transaction: a deferred transaction that upgrades
 its read lock can fail with `database is locked` past any busy timeout, an
 immediate one waits its turn instead.
 
+Within one process, SQLite write transactions take turns on a lock of their engine
+before `BEGIN IMMEDIATE`: SQLite's busy handler waits by sleeping and polling, so
+under many concurrent writers one could starve past the busy timeout while others
+commit; the lock hands the turn over at once. Other processes still wait through
+the busy timeout.
+
 PostgreSQL: the same statements; read-then-write transactions lock their rows
 with `SELECT ... FOR UPDATE`.
 """
@@ -13,8 +19,9 @@ with `SELECT ... FOR UPDATE`.
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any, Literal
 from weakref import WeakKeyDictionary
@@ -96,6 +103,7 @@ def open_engine(
             connect_args={"timeout": busy_timeout_ms / 1000, "check_same_thread": False},
         )
         _configure_sqlite(engine, busy_timeout_ms, sqlite_synchronous)
+        _WRITE_TURNS[engine] = threading.RLock()
     else:
         engine = sa.create_engine(url, pool_pre_ping=True)
     return engine
@@ -157,6 +165,9 @@ def lock_schema(conn: Connection) -> None:
         conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": _SCHEMA_LOCK_KEY})
 
 
+# SQLite engines: the in-process turn for write transactions (see the module docstring).
+_WRITE_TURNS: WeakKeyDictionary[Engine, threading.RLock] = WeakKeyDictionary()
+
 CommitListener = Callable[[], None]
 _COMMIT_LISTENERS: WeakKeyDictionary[Engine, list[CommitListener]] = WeakKeyDictionary()
 
@@ -183,8 +194,9 @@ def write_transaction(engine: Engine) -> Iterator[Connection]:
     Lock contention that outlasts the busy timeout surfaces as a typed, retryable
     ManagedInputConflict instead of a raw driver error.
     """
+    turn = _WRITE_TURNS.get(engine)
     try:
-        with engine.connect() as conn:
+        with turn if turn is not None else nullcontext(), engine.connect() as conn:
             conn.execution_options(**{_WRITE_OPTION: True})
             with conn.begin():
                 yield conn

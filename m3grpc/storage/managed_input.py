@@ -168,6 +168,7 @@ class ManagedInputStore(Protocol):
         *,
         operation: OperationResult | None = None,
         last: bool = False,
+        mark_delivered: bool = False,
     ) -> ManagedInputRecord: ...
 
     def fail(
@@ -467,17 +468,25 @@ class SqlManagedInputStore:
         *,
         operation: OperationResult | None = None,
         last: bool = False,
+        mark_delivered: bool = False,
     ) -> ManagedInputRecord:
         """The operation finished or asked again. `operation` (the finished
         operation's result; `last`: the execution's final one) is stored in the
-        same transaction, so it is durable as soon as the round is resolved."""
-        return self._transition(
-            "resolve",
-            round_id,
-            lease,
-            stamp="resolved_at",
-            operation=(operation, last) if operation is not None else None,
-        )
+        same transaction, so it is durable as soon as the round is resolved.
+        `mark_delivered`: the round is DELIVERY_STARTED and the server's reply is
+        both the answer's receipt and the operation's end; the round moves to
+        DELIVERED and on to RESOLVED in one transaction (both steps recorded)."""
+        with write_transaction(self._engine) as conn:
+            if mark_delivered:
+                self._move(conn, "mark_delivered", round_id, lease, stamp="delivered_at")
+            return self._move(
+                conn,
+                "resolve",
+                round_id,
+                lease,
+                stamp="resolved_at",
+                operation=(operation, last) if operation is not None else None,
+            )
 
     def fail(
         self,
@@ -549,23 +558,49 @@ class SqlManagedInputStore:
         failure: tuple[str, str] | None = None,
         operation: tuple[OperationResult, bool] | None = None,
     ) -> ManagedInputRecord:
-        """A worker's move by the round rule `method`, under its lease."""
+        """A worker's move by the round rule `method`, under its lease, in its own transaction."""
         with write_transaction(self._engine) as conn:
-            move = self._guard(conn, ROUND_RULE[method], round_id, lease, within=within)
-            row, now = move.row, move.now
-            values: dict[str, Any] = {stamp: now}
-            if count_attempt:
-                values["delivery_attempts"] = row.delivery_attempts + 1
-            if failure is not None:
-                values["failure_code"], values["failure_message"] = failure
-            written = write_round(conn, move, **values)
-            if operation is not None:
-                result, last = operation
-                record_operation(conn, row.execution_id, result, last=last, now=now)
-            execution_rule = EXECUTION_RULE.get(method)
-            if execution_rule is not None:
-                keep_execution_in_step(conn, execution_rule, row.execution_id, now)
-            return _record(written)
+            return self._move(
+                conn,
+                method,
+                round_id,
+                lease,
+                stamp=stamp,
+                within=within,
+                count_attempt=count_attempt,
+                failure=failure,
+                operation=operation,
+            )
+
+    def _move(
+        self,
+        conn: Connection,
+        method: str,
+        round_id: str,
+        lease: ManagedInputLease,
+        *,
+        stamp: str,
+        within: Collection[ManagedInputStatus] | None = None,
+        count_attempt: bool = False,
+        failure: tuple[str, str] | None = None,
+        operation: tuple[OperationResult, bool] | None = None,
+    ) -> ManagedInputRecord:
+        """A worker's move by the round rule `method` inside the caller's transaction."""
+        move = self._guard(conn, ROUND_RULE[method], round_id, lease, within=within)
+        row, now = move.row, move.now
+        values: dict[str, Any] = {stamp: now}
+        if count_attempt:
+            values["delivery_attempts"] = row.delivery_attempts + 1
+        if failure is not None:
+            values["failure_code"], values["failure_message"] = failure
+        written = write_round(conn, move, **values)
+        if operation is not None:
+            result, last = operation
+            record_operation(conn, row.execution_id, result, last=last, now=now)
+        execution_rule = EXECUTION_RULE.get(method)
+        if execution_rule is not None:
+            keep_execution_in_step(conn, execution_rule, row.execution_id, now)
+        return _record(written)
 
     def _guard(
         self,

@@ -1,0 +1,73 @@
+"""What Streamable HTTP sessions of one binding share: the SSL context, the discover answer.
+
+Building an `httpx2.AsyncClient` builds an SSL context and loads the system's CA
+certificates (tens of milliseconds of CPU), even for a plain `http://` URL; one per
+execution made that most of an execution's cost. Every session still gets its own
+client (its own connections and cookies, closed with the session), but all of them
+share one SSL context per process, so a client costs next to nothing to build.
+
+It also remembers a 2026-07-28 server's `server/discover` answer per (URL, headers), so
+later sessions adopt it instead of asking again (the SDK's `prior_discover`); the harness
+forgets it when a session of that binding fails to connect or loses its connection.
+
+Reads never time out: a legacy round holds its call's response stream open for as long
+as a human takes (the SDK's default 300 s read timeout would cut it).
+"""
+
+from __future__ import annotations
+
+import ssl
+import threading
+from collections.abc import Mapping
+
+import httpx2
+from mcp_types import DiscoverResult
+
+# Connect/write/pool timeout for Streamable HTTP; reads never time out (see above).
+HTTP_TIMEOUT_SECONDS = 30.0
+
+_ssl_lock = threading.Lock()
+_ssl_context: ssl.SSLContext | None = None
+
+
+def shared_ssl_context() -> ssl.SSLContext:
+    """The process's one client SSL context (httpx's default verification settings)."""
+    global _ssl_context
+    with _ssl_lock:
+        if _ssl_context is None:
+            _ssl_context = httpx2.create_ssl_context()
+        return _ssl_context
+
+
+HeadersKey = tuple[tuple[str, str], ...]
+
+
+class HttpClients:
+    """New HTTP clients on the shared SSL context, and the remembered discover answers."""
+
+    def __init__(self) -> None:
+        self._discovered: dict[tuple[str, HeadersKey], DiscoverResult] = {}
+
+    def client(self, headers: Mapping[str, str]) -> httpx2.AsyncClient:
+        """A new client for one session; the caller closes it."""
+        return httpx2.AsyncClient(
+            headers=dict(headers),
+            timeout=httpx2.Timeout(HTTP_TIMEOUT_SECONDS, read=None),
+            verify=shared_ssl_context(),
+        )
+
+    def discovered(self, url: str, headers: Mapping[str, str]) -> DiscoverResult | None:
+        """The server's remembered `server/discover` answer, if any."""
+        return self._discovered.get((url, _key(headers)))
+
+    def remember_discovered(
+        self, url: str, headers: Mapping[str, str], result: DiscoverResult
+    ) -> None:
+        self._discovered[(url, _key(headers))] = result
+
+    def forget_discovered(self, url: str, headers: Mapping[str, str]) -> None:
+        self._discovered.pop((url, _key(headers)), None)
+
+
+def _key(headers: Mapping[str, str]) -> HeadersKey:
+    return tuple(sorted(headers.items()))

@@ -1,0 +1,110 @@
+"""The kit's push-based wait for a pending round: `wait_for_pending` and `pending_rounds`,
+against real MCP servers (Streamable HTTP and stdio) and a real SQLite store."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from m3grpc import AsyncMCPTestKit, ElicitationResponse, HttpServer, MCPTestKit
+from m3grpc.storage import SQLiteExecutionStore
+from m3grpc.types import ExecutionOutcome, FormElicitationRequest, ManagedInputStatus
+from tests.runtime.conftest import mcp_server, text_of
+from tests.support.mcp_processes import http_mcp_server
+
+ADDRESS = ElicitationResponse(action="accept", content={"street": "1 Main Street", "city": "Pune"})
+YES = ElicitationResponse(action="accept", content={"confirm": True})
+PROMPT = "Book the shipment."
+
+
+@pytest.mark.parametrize("variant", ["legacy", "mrtr"])
+def test_pending_rounds_yields_each_round_once_over_http(tmp_path: Path, variant: str) -> None:
+    """Two rounds of one call over Streamable HTTP: the iterator yields each once, in
+    order, then ends when the execution finishes; the shared HTTP client serves both
+    executions of the binding."""
+
+    async def scenario(url: str) -> None:
+        store = SQLiteExecutionStore(tmp_path / "m3.sqlite")
+        try:
+            async with AsyncMCPTestKit(store=store, env={}, poll_interval=30.0) as kit:
+                agent = kit.agents([{"harness": "scripted", "models": []}])[0]
+                binding = HttpServer(
+                    name="shipping",
+                    url=url,
+                    protocol="legacy" if variant == "legacy" else "2026-07-28",
+                )
+                for _ in range(2):
+                    handle = await agent.submit(
+                        PROMPT,
+                        server=binding,
+                        tools=["shipping:book_confirmed_shipment"],
+                        human_input="managed",
+                    )
+                    seen: list[str] = []
+                    async for pending in handle.pending_rounds():
+                        seen.append(pending.round_id)
+                        answers = {}
+                        for key, request in pending.requests.items():
+                            assert isinstance(request, FormElicitationRequest)
+                            fields = request.requested_schema["properties"]
+                            answers[key] = YES if "confirm" in fields else ADDRESS
+                        await handle.respond_elicitation(
+                            pending.round_id, answers, idempotency_key=f"k-{pending.round_id}"
+                        )
+                    assert len(seen) == 2 and seen[0] != seen[1]
+                    result = await handle.result(timeout=60)
+                    assert result.outcome is ExecutionOutcome.SUCCEEDED
+                    assert "Pune" in text_of(result.operations[0].result)
+                    # Finished: no round will come.
+                    assert await handle.wait_for_pending(timeout=5) is None
+        finally:
+            store.close()
+
+    # The poll interval is far above how long the test takes: a round is seen
+    # because the worker wakes the waiter, not because the waiter polls.
+    with http_mcp_server("shipping", variant) as url:
+        asyncio.run(asyncio.wait_for(scenario(url), 120))
+
+
+def test_wait_for_pending_sync_returns_the_round_and_times_out_when_none_comes(
+    tmp_path: Path,
+) -> None:
+    store = SQLiteExecutionStore(tmp_path / "m3.sqlite")
+    try:
+        with MCPTestKit(store=store, env={}, poll_interval=30.0) as kit:
+            agent = kit.agents([{"harness": "scripted", "models": []}])[0]
+            handle = agent.submit(
+                PROMPT,
+                server=mcp_server("shipping"),
+                tools=["shipping:book_shipment"],
+                human_input="managed",
+            )
+            pending = handle.wait_for_pending(timeout=60)
+            assert pending is not None
+            assert pending.execution_id == handle.execution_id
+            assert list(pending.requests) == ["shipping_address"]
+            record = store.managed_input_store.get_round(pending.round_id)
+            assert record.status is ManagedInputStatus.PENDING
+            # Still pending: the same round again, at once.
+            again = handle.wait_for_pending(timeout=5)
+            assert again is not None and again.round_id == pending.round_id
+            # Iterating past the round already seen waits for a next one: none comes
+            # until it is answered, so the wait times out.
+            rounds = handle.pending_rounds()
+            assert next(rounds).round_id == pending.round_id
+            with pytest.raises(TimeoutError):
+                kit._loop_thread().run(
+                    kit._async_kit.runtime.wait_for_pending(
+                        handle.execution_id, 0.3, skip_round_id=pending.round_id
+                    )
+                )
+            handle.respond_elicitation(
+                pending.round_id, {"shipping_address": ADDRESS}, idempotency_key="a"
+            )
+            assert list(rounds) == []  # the execution finished: the iterator ends
+            assert handle.result(timeout=60).outcome is ExecutionOutcome.SUCCEEDED
+            assert handle.wait_for_pending(timeout=5) is None
+    finally:
+        store.close()
