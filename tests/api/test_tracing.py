@@ -28,7 +28,9 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from m3grpc.api.config import ConfigError, TracingSection, load_config
 from m3grpc.client import RemoteMCPTestKit
+from m3grpc.client.trace_context import trace_metadata
 from m3grpc.devtools.serve_process import ROOT, ServeProcess
 from m3grpc.servers import StdioServer
 from m3grpc.types import ElicitationResponse, ExecutionOutcome
@@ -286,3 +288,61 @@ def test_tracing_off_loads_no_opentelemetry_of_ours(tmp_path: Path) -> None:
         check=False,
     )
     assert done.returncode == 0, done.stderr
+
+
+def test_the_client_sends_trace_context_only_when_the_caller_traces() -> None:
+    # No OpenTelemetry loaded by the application: nothing imported, nothing sent.
+    program = (
+        "import sys\n"
+        "from m3grpc.client import RemoteMCPTestKit\n"
+        "from m3grpc.client.trace_context import trace_metadata\n"
+        "assert trace_metadata() is None\n"
+        "assert 'opentelemetry.propagate' not in sys.modules\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", program], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    # Loaded, but outside any span: still nothing to send.
+    assert trace_metadata() is None
+    tracer = TracerProvider().get_tracer("the-caller")
+    with tracer.start_as_current_span("caller") as span:
+        metadata = dict(trace_metadata() or ())
+    context = span.get_span_context()
+    assert metadata["traceparent"] == (
+        f"00-{context.trace_id:032x}-{context.span_id:016x}-{context.trace_flags:02x}"
+    )
+
+
+def test_tracing_config_defaults_and_environment() -> None:
+    assert load_config(None).tracing == TracingSection()
+    assert not TracingSection().enabled
+    section = TracingSection(enabled=True)
+    assert section.resolved_protocol({}) == "http/protobuf"
+    assert section.resolved_protocol({"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}) == "grpc"
+    assert (
+        section.resolved_protocol(
+            {
+                "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
+                "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "http/protobuf",
+            }
+        )
+        == "http/protobuf"
+    )
+    assert TracingSection(protocol="grpc").resolved_protocol({}) == "grpc"
+    assert section.resolved_service_name({}) == "m3grpc"
+    assert section.resolved_service_name({"OTEL_SERVICE_NAME": "checkout"}) == "checkout"
+    assert (
+        TracingSection(service_name="mine").resolved_service_name({"OTEL_SERVICE_NAME": "x"})
+        == "mine"
+    )
+
+
+def test_a_bad_tracing_section_is_a_config_error(tmp_path: Path) -> None:
+    config = tmp_path / "m3.toml"
+    config.write_text('[tracing]\nenabled = true\nprotocol = "thrift"\n')
+    with pytest.raises(ConfigError, match=r"tracing\.protocol"):
+        load_config(config)
+    config.write_text("[tracing]\nenable = true\n")  # a misspelt key is refused too
+    with pytest.raises(ConfigError, match=r"tracing\.enable"):
+        load_config(config)
