@@ -29,6 +29,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from m3grpc.api.config import ConfigError, TracingSection, load_config
+from m3grpc.api.preflight import preflight
 from m3grpc.client import RemoteMCPTestKit
 from m3grpc.client.trace_context import trace_metadata
 from m3grpc.devtools.serve_process import ROOT, ServeProcess
@@ -346,3 +347,18 @@ def test_a_bad_tracing_section_is_a_config_error(tmp_path: Path) -> None:
     config.write_text("[tracing]\nenable = true\n")  # a misspelt key is refused too
     with pytest.raises(ConfigError, match=r"tracing\.enable"):
         load_config(config)
+
+
+def test_check_config_tells_where_traces_go(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = load_config(_traced_config(tmp_path, "http://user:secret@127.0.0.1:4318/v1/traces"))
+    [line] = [line for line in preflight(config, None).lines() if "tracing" in line]
+    assert line.startswith("ok")
+    assert "OTLP http/protobuf to http://user:***@127.0.0.1:4318/v1/traces" in line
+    assert "secret" not in line and "service m3-under-test" in line
+    assert not any("tracing" in line for line in preflight(load_config(None), None).lines())
+    # Without the SDK installed, the same configuration is an error line.
+    monkeypatch.setitem(sys.modules, "opentelemetry.sdk", None)
+    [line] = [line for line in preflight(config, None).lines() if "tracing" in line]
+    assert line.startswith("error") and "m3grpc[tracing]" in line
