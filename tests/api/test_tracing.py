@@ -14,12 +14,15 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from concurrent import futures
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import grpc
 import pytest
+from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
@@ -134,24 +137,28 @@ def collector() -> Iterator[Collector]:
         collector.close()
 
 
-def _traced_config(tmp: Path, endpoint: str) -> Path:
+def _traced_config(tmp: Path, endpoint: str, protocol: str = "http/protobuf") -> Path:
     config = write_config(tmp / "m3.toml", tmp / "m3.sqlite")
     with config.open("a") as file:
         file.write(
             "\n[tracing]\nenabled = true\n"
             f"endpoint = {json.dumps(endpoint)}\n"
-            'protocol = "http/protobuf"\nservice_name = "m3-under-test"\n'
+            f'protocol = "{protocol}"\nservice_name = "m3-under-test"\n'
         )
     return config
 
 
-def test_one_trace_from_the_client_through_the_round(tmp_path: Path, collector: Collector) -> None:
-    config = _traced_config(tmp_path, collector.endpoint)
-    env = {
+def _service_env() -> dict[str, str]:
+    # The test's own OTEL_* settings must not redirect the service's export.
+    return {
         **{k: v for k, v in os.environ.items() if not k.startswith("OTEL_")},
         "OTEL_BSP_SCHEDULE_DELAY": "200",
     }
-    server = ServeProcess(config, log=tmp_path / "server.log", env=env).start()
+
+
+def test_one_trace_from_the_client_through_the_round(tmp_path: Path, collector: Collector) -> None:
+    config = _traced_config(tmp_path, collector.endpoint)
+    server = ServeProcess(config, log=tmp_path / "server.log", env=_service_env()).start()
     # The caller traces too: its spans go to memory, its context on the wire.
     client_spans = InMemorySpanExporter()
     provider = TracerProvider()
@@ -362,3 +369,39 @@ def test_check_config_tells_where_traces_go(
     monkeypatch.setitem(sys.modules, "opentelemetry.sdk", None)
     [line] = [line for line in preflight(config, None).lines() if "tracing" in line]
     assert line.startswith("error") and "m3grpc[tracing]" in line
+
+
+class _GrpcCollector(trace_service_pb2_grpc.TraceServiceServicer):  # type: ignore[misc]
+    """The OTLP/gRPC receiver: hands each request's bytes to a Collector."""
+
+    def __init__(self, collector: Collector) -> None:
+        self.collector = collector
+
+    def Export(self, request: ExportTraceServiceRequest, context: Any) -> Any:
+        self.collector.receive("/v1/traces", request.SerializeToString())
+        return ExportTraceServiceResponse()
+
+
+def test_otlp_grpc_export(tmp_path: Path, collector: Collector) -> None:
+    receiver = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    trace_service_pb2_grpc.add_TraceServiceServicer_to_server(_GrpcCollector(collector), receiver)
+    port = receiver.add_insecure_port("127.0.0.1:0")
+    receiver.start()
+    try:
+        config = _traced_config(tmp_path, f"http://127.0.0.1:{port}", protocol="grpc")
+        server = ServeProcess(config, log=tmp_path / "server.log", env=_service_env()).start()
+        tracer = TracerProvider().get_tracer("the-caller")
+        try:
+            with (
+                RemoteMCPTestKit(server.address) as kit,
+                tracer.start_as_current_span("discover") as parent,
+            ):
+                assert [s.name for s in kit.list_servers(["shipping"])] == ["shipping"]
+        finally:
+            assert server.stop() == 0
+    finally:
+        receiver.stop(None)
+    context = parent.get_span_context()
+    [listed] = [s for s in collector.spans if s.name == "m3.v1.ExecutionService/ListServers"]
+    assert listed.trace_id == f"{context.trace_id:032x}"
+    assert listed.parent_span_id == f"{context.span_id:016x}"
