@@ -108,6 +108,7 @@ class OtelTracer:
             attributes=_clean(attributes),
             # Exception messages may quote content: only the type is recorded.
             record_exception=False,
+            set_status_on_exception=False,
         ) as span:
             try:
                 yield OtelSpan(span)

@@ -162,6 +162,8 @@ async def start_service(
         log.debug("bind failed", exc_info=exc)
     if port == 0:
         store.close()
+        if stop_tracing is not None:
+            stop_tracing()
         raise ListenError(f"cannot listen on {address}")
     shutdown = asyncio.Event()
     watch = PendingWatch(
@@ -173,6 +175,8 @@ async def start_service(
             metrics_bound = metrics.serve(metrics_address)
         except OSError as exc:
             store.close()
+            if stop_tracing is not None:
+                stop_tracing()
             raise ListenError(f"cannot listen on {metrics_address}: {exc.strerror}") from None
         metrics.track(runtime, watch)
     await runtime.start()
