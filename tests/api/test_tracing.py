@@ -36,6 +36,7 @@ from m3grpc.api.preflight import preflight
 from m3grpc.client import RemoteMCPTestKit
 from m3grpc.client.trace_context import trace_metadata
 from m3grpc.devtools.serve_process import ROOT, ServeProcess
+from m3grpc.errors import ExecutionNotFoundError
 from m3grpc.servers import StdioServer
 from m3grpc.types import ElicitationResponse, ExecutionOutcome
 from tests.api.conftest import write_config
@@ -193,6 +194,9 @@ def test_one_trace_from_the_client_through_the_round(tmp_path: Path, collector: 
                 idempotency_key="trace-1",
             )
             result = handle.result(timeout=120)
+            # A call that fails: its span carries the code.
+            with pytest.raises(ExecutionNotFoundError):
+                kit.handle("exe_missing").snapshot()
         assert result.outcome is ExecutionOutcome.SUCCEEDED
     finally:
         # SIGTERM: the service flushes its last spans before it exits.
@@ -242,6 +246,8 @@ def test_one_trace_from_the_client_through_the_round(tmp_path: Path, collector: 
     assert answered.attributes["m3.round.status"] == "response_validated"
     # The answer links to the trace the execution was submitted in.
     assert (trace_id, submit.span_id) in answered.links
+    [missing] = [span for span in spans if span.attributes.get("rpc.grpc.status_code") == 5]
+    assert missing.parent_span_id == parent_id and missing.name.startswith("m3.v1.")
     # Polling GetPending and waiting on GetResult are traced too.
     assert any(span.name == "m3.v1.ElicitationService/GetPending" for span in spans)
     # The answer's content is nowhere in what was exported.
