@@ -12,7 +12,7 @@ RUN python -m venv /opt/m3grpc
 WORKDIR /src
 COPY pyproject.toml ./
 COPY m3grpc ./m3grpc
-RUN /opt/m3grpc/bin/pip install ".[server,postgres]"
+RUN /opt/m3grpc/bin/pip install ".[server,postgres,tracing]"
 
 # -- runtime: the virtual environment, tini as PID 1, a non-root user -------------------
 FROM ${PYTHON_IMAGE}

@@ -21,6 +21,7 @@ MODELS = {
     "plan",
     "submit_options",
     "clipping",
+    "tracing",
 }
 TOP_LEVEL = {"kit": "kit", "demo": "demo", "cli": "cli", "__main__": "cli"}
 

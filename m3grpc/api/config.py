@@ -39,6 +39,12 @@
     url = "http://127.0.0.1:8000/mcp"
     headers = { Authorization = "Bearer ..." }
 
+    [tracing]                         # OpenTelemetry traces (needs the `tracing` extra)
+    enabled = false                   # off by default: nothing of OpenTelemetry is loaded
+    endpoint = "http://127.0.0.1:4318/v1/traces"  # omit: OTEL_EXPORTER_OTLP_* decide
+    protocol = "http/protobuf"        # or "grpc"; omit: OTEL_EXPORTER_OTLP_(TRACES_)PROTOCOL
+    service_name = "m3grpc"           # omit: OTEL_SERVICE_NAME, else "m3grpc"
+
     [codex]                           # the `codex` harness (each key overrides M3_CODEX_*)
     binary = "tools/codex/node_modules/.../codex"   # default: scripts/setup-codex.sh's install
     base_url = "https://provider.example/v1"        # a Responses API provider; omit for OpenAI
@@ -59,7 +65,7 @@ import tomllib
 from collections.abc import Mapping
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -144,6 +150,35 @@ class Codex(_Section):
         )
 
 
+OtlpProtocol = Literal["grpc", "http/protobuf"]
+OTLP_PROTOCOLS: tuple[OtlpProtocol, ...] = ("grpc", "http/protobuf")
+
+
+class TracingSection(_Section):
+    """`[tracing]`: OTLP trace export. The standard OTEL_* variables (endpoint,
+    headers, protocol, sampler, resource attributes) apply to what is unset here."""
+
+    enabled: bool = False
+    endpoint: str | None = None
+    protocol: OtlpProtocol | None = None
+    service_name: str | None = None
+
+    def resolved_protocol(self, env: Mapping[str, str] = os.environ) -> OtlpProtocol:
+        """The configured protocol, else the OTEL_* variables', else http/protobuf."""
+        if self.protocol is not None:
+            return self.protocol
+        for name in ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"):
+            value = env.get(name, "").strip()
+            if value == "grpc":
+                return "grpc"
+            if value:
+                return "http/protobuf"
+        return "http/protobuf"
+
+    def resolved_service_name(self, env: Mapping[str, str] = os.environ) -> str:
+        return self.service_name or env.get("OTEL_SERVICE_NAME") or "m3grpc"
+
+
 class LimitsSection(_Section):
     """`[limits]`: see m3grpc/runtime/limits.py (defaults there)."""
 
@@ -175,6 +210,7 @@ class ServiceConfig(_Section):
     limits: LimitsSection = Field(default_factory=LimitsSection)
     servers: Mapping[str, ServerBinding] = Field(default_factory=dict)
     codex: Codex = Field(default_factory=Codex)
+    tracing: TracingSection = Field(default_factory=TracingSection)
 
     @field_validator("database")
     @classmethod

@@ -9,6 +9,7 @@ one this version serves (see m3grpc/storage/schema_version.py).
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 from dataclasses import dataclass
@@ -72,7 +73,33 @@ def preflight(
     if not config.servers:
         findings.append(Finding(Level.OK, "servers", "none bound (Submit names no server)"))
     findings.extend(binding_finding(binding) for binding in config.servers.values())
+    if config.tracing.enabled:
+        findings.append(tracing_finding(config))
     return Preflight(tuple(findings))
+
+
+def _sdk_installed() -> bool:
+    # find_spec imports no SDK module, only looks for it.
+    try:
+        return importlib.util.find_spec("opentelemetry.sdk") is not None
+    except (ImportError, ValueError):  # no `opentelemetry` package at all
+        return False
+
+
+def tracing_finding(config: ServiceConfig) -> Finding:
+    """Where traces go, or an error when the `tracing` extra is not installed."""
+    section = config.tracing
+    if not _sdk_installed():
+        return Finding(
+            Level.ERROR, "tracing", "enabled but not installed: pip install 'm3grpc[tracing]'"
+        )
+    target = redact_url(section.endpoint) if section.endpoint else "per OTEL_EXPORTER_OTLP_*"
+    return Finding(
+        Level.OK,
+        "tracing",
+        f"OTLP {section.resolved_protocol()} to {target}, "
+        f"service {section.resolved_service_name()}",
+    )
 
 
 def _workers(config: ServiceConfig) -> str:

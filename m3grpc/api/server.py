@@ -10,7 +10,7 @@ import logging
 import signal
 import socket
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
@@ -48,6 +48,10 @@ class StartupError(RuntimeError):
 
 class ListenError(StartupError):
     """The server could not bind its listen address."""
+
+
+class TracingUnavailableError(StartupError):
+    """`[tracing]` is enabled but the `tracing` extra is not installed."""
 
 
 class DatabaseOpenError(StartupError):
@@ -89,6 +93,8 @@ class RunningService:
     metrics: ServiceMetrics | None = None
     # HOST:PORT of the Prometheus endpoint, when one is served.
     metrics_address: str | None = None
+    # Flushes and stops trace export (`[tracing]` enabled).
+    stop_tracing: Callable[[], None] | None = None
 
     async def stop(self, grace: float) -> None:
         """Stop accepting calls; in-flight calls and executions get `grace` seconds."""
@@ -102,6 +108,8 @@ class RunningService:
             self.store.close()
             if self.metrics is not None:
                 self.metrics.close()
+            if self.stop_tracing is not None:
+                self.stop_tracing()
 
 
 async def start_service(
@@ -123,7 +131,13 @@ async def start_service(
     _probe_listen(address)
     if metrics_address is not None:
         _probe_listen(metrics_address)
-    store = _open_store(config.database)
+    tracing_interceptors, stop_tracing = _start_tracing(config)
+    try:
+        store = _open_store(config.database)
+    except StartupError:
+        if stop_tracing is not None:
+            stop_tracing()
+        raise
     _log_preflight(config, config_source)
     runtime = Runtime(
         store,
@@ -135,7 +149,10 @@ async def start_service(
     metrics = ServiceMetrics() if metrics_address is not None else None
     server = grpc.aio.server(
         options=server_options(config),
-        interceptors=[RpcLogInterceptor(metrics.on_rpc if metrics is not None else None)],
+        interceptors=[
+            *tracing_interceptors,
+            RpcLogInterceptor(metrics.on_rpc if metrics is not None else None),
+        ],
     )
     # Bound before the workers start: a start that loses the port claims no work.
     try:
@@ -145,6 +162,8 @@ async def start_service(
         log.debug("bind failed", exc_info=exc)
     if port == 0:
         store.close()
+        if stop_tracing is not None:
+            stop_tracing()
         raise ListenError(f"cannot listen on {address}")
     shutdown = asyncio.Event()
     watch = PendingWatch(
@@ -156,6 +175,8 @@ async def start_service(
             metrics_bound = metrics.serve(metrics_address)
         except OSError as exc:
             store.close()
+            if stop_tracing is not None:
+                stop_tracing()
             raise ListenError(f"cannot listen on {metrics_address}: {exc.strerror}") from None
         metrics.track(runtime, watch)
     await runtime.start()
@@ -189,6 +210,7 @@ async def start_service(
         health_monitor=monitor,
         metrics=metrics,
         metrics_address=metrics_bound,
+        stop_tracing=stop_tracing,
     )
 
 
@@ -212,6 +234,26 @@ def add_m3_services(
         elicitation_service_pb2.DESCRIPTOR.services_by_name["ElicitationService"],
         ManagedInputValidationError,
     )
+
+
+def _start_tracing(config: ServiceConfig) -> tuple[list[Any], Callable[[], None] | None]:
+    """The tracing interceptor and what stops the export, when `[tracing]` is enabled;
+    nothing of OpenTelemetry is imported when it is not."""
+    if not config.tracing.enabled:
+        return [], None
+    try:
+        from m3grpc.api import otel
+    except ImportError as exc:
+        raise TracingUnavailableError(
+            f"tracing is enabled but OpenTelemetry is not installed ({exc.name}): "
+            "pip install 'm3grpc[tracing]'"
+        ) from None
+    provider = otel.install_tracing(config.tracing)
+
+    def stop() -> None:
+        otel.uninstall_tracing(provider)
+
+    return [otel.TracingInterceptor(provider)], stop
 
 
 def _probe_listen(address: str) -> None:

@@ -20,6 +20,7 @@ import grpc
 
 from m3grpc.client import calls
 from m3grpc.client.calls import CHANNEL_OPTIONS, Call, Stubs
+from m3grpc.client.trace_context import trace_metadata
 from m3grpc.servers import ServerDescription
 from m3grpc.specs import AgentSpec, ElicitationPlan, OperationSpec, PermissionPolicy, ScriptStep
 from m3grpc.submit_options import RespondOutcome, SubmitOptions
@@ -97,7 +98,9 @@ class RemoteMCPTestKit:
         self, *, execution_id: str | None = None, cursor: str | None = None
     ) -> Iterator[WatchEvent]:
         """Pending rounds now, then live events; resume with an event's `cursor`."""
-        call = self._stubs.executions.WatchPending(calls.watch_request(execution_id, cursor))
+        call = self._stubs.executions.WatchPending(
+            calls.watch_request(execution_id, cursor), metadata=trace_metadata()
+        )
         try:
             for message in call:
                 event = event_from_message(message)
@@ -122,7 +125,9 @@ class RemoteMCPTestKit:
     def _run(self, call: Call[R]) -> R:
         deadline = self.timeout if call.deadline == calls.KIT_TIMEOUT else call.deadline
         try:
-            reply = call.method(self._stubs)(call.request, timeout=deadline)
+            reply = call.method(self._stubs)(
+                call.request, timeout=deadline, metadata=trace_metadata()
+            )
         except grpc.RpcError as error:
             raise typed_error(error) from error
         return call.read(reply)

@@ -116,6 +116,7 @@ from mcp_types import (
 )
 from pydantic import ValidationError
 
+from m3grpc import tracing
 from m3grpc.errors import M3Error
 from m3grpc.form_schema import form_schema_problem
 from m3grpc.harness.base import (
@@ -219,6 +220,9 @@ class _ActiveOperation:
     error: BaseException | None = None
     # For a task-augmented call (2025-11-25): the requested TTL in ms (None: the server's).
     task_ttl_ms: int | None = None
+    # The operation's span: legacy elicitations arrive in the session's own task,
+    # so their rounds make it current to be its children.
+    span: tracing.Span = tracing.NOOP_SPAN
 
     @property
     def aborted(self) -> bool:
@@ -554,7 +558,34 @@ class _Run:
         as_task: bool = False,
         task_ttl_ms: int | None = None,
     ) -> _Outcome:
-        active = _ActiveOperation(ref, self._task.round_limit, task_ttl_ms=task_ttl_ms)
+        with tracing.span(
+            "m3.operation",
+            attributes={
+                "m3.execution_id": self._task.execution_id,
+                "m3.logical_operation_id": ref.logical_operation_id,
+                "m3.server": ref.server,
+                "m3.operation.kind": ref.operation_kind,
+                "m3.operation.name": ref.operation_name,
+                "m3.operation.as_task": as_task,
+                "m3.resumed": resumed is not None,
+            },
+        ) as span:
+            outcome = await self._operate_traced(ref, resumed, as_task, task_ttl_ms, span)
+            if outcome.result is not None:
+                span.set_attribute("m3.outcome", "ok" if outcome.result.ok else "failed")
+                if outcome.result.failure_code:
+                    span.fail(outcome.result.failure_code)
+            return outcome
+
+    async def _operate_traced(
+        self,
+        ref: OperationRef,
+        resumed: InputRound | None,
+        as_task: bool,
+        task_ttl_ms: int | None,
+        span: tracing.Span,
+    ) -> _Outcome:
+        active = _ActiveOperation(ref, self._task.round_limit, task_ttl_ms=task_ttl_ms, span=span)
         self._active = active
         outcome: _Outcome | None = None
         try:
@@ -983,6 +1014,12 @@ class _Run:
         active = self._active
         if active is None:
             return _refusal("no operation is waiting for input")
+        with active.span.activate():
+            return await self._elicit_round(active, params, task_id)
+
+    async def _elicit_round(
+        self, active: _ActiveOperation, params: ElicitRequestParams, task_id: str | None
+    ) -> ElicitResult | ErrorData:
         # One round at a time: a server asking concurrently waits its turn.
         async with active.lock:
             if active.aborted:

@@ -13,6 +13,7 @@ from collections.abc import Collection, Iterator, Mapping
 from datetime import datetime
 from typing import Any
 
+from m3grpc import tracing
 from m3grpc.clipping import clip
 from m3grpc.errors import (
     ExecutionNotFoundError,
@@ -162,6 +163,8 @@ class Runtime:
             document,
             human_input=mode,
             request_id=request_id,
+            # The worker's spans continue this trace, whenever it claims the execution.
+            trace_context=tracing.carrier(),
         )
         if self._pool is not None:
             self._pool.wake()
@@ -296,14 +299,22 @@ class Runtime:
         if violations:
             # Checked before anything is read or stored; nothing echoes the input.
             raise ManagedInputValidationError("invalid response", field_violations=violations)
-        submission = await asyncio.to_thread(
-            self.store.managed_input_store.submit_responses_detailed,
-            round_id,
-            responses,
-            idempotency_key=idempotency_key,
-            execution_id=execution_id,
-        )
-        self.notifier.notify(round_id)
+        with tracing.span("m3.round.respond", attributes={"m3.round_id": round_id}) as span:
+            submission = await asyncio.to_thread(
+                self.store.managed_input_store.submit_responses_detailed,
+                round_id,
+                responses,
+                idempotency_key=idempotency_key,
+                execution_id=execution_id,
+            )
+            self.notifier.notify(round_id)
+            answered = str(submission.row.get("execution_id", ""))
+            span.set_attribute("m3.execution_id", answered)
+            span.set_attribute("m3.round.status", submission.status.value)
+            span.set_attribute("m3.replayed", submission.replayed)
+            if tracing.carrier():
+                # The answerer's trace may not be the submitter's: link the two.
+                span.add_link(await asyncio.to_thread(self.store.trace_context, answered))
         row = submission.row
         created_at = row.get("created_at")
         self.lifecycle.response_accepted(

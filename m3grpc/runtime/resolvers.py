@@ -24,6 +24,7 @@ from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from typing import Protocol
 
+from m3grpc import tracing
 from m3grpc.errors import M3Error, ManagedInputStateError, OperationTimeout
 from m3grpc.harness import InputRound, OperationRef
 from m3grpc.plan import answer_from_plan
@@ -123,6 +124,8 @@ class ManagedInputResolver:
         # The open round may pass to another worker (it has a resume token) and
         # its answer has not been handed to the harness yet.
         self._open_resumable = False
+        # Each open round's span, from pending until it settles (or passes on).
+        self._round_spans: dict[str, tracing.Span] = {}
 
     @property
     def releasable(self) -> bool:
@@ -142,6 +145,8 @@ class ManagedInputResolver:
         except M3Error:
             return False
         if released:
+            if self.open_round_id is not None:
+                self._end_round_span(self.open_round_id, "released")
             self.open_round_id, self._open_operation_id = None, None
             self._open_resumable = False
         return released
@@ -194,10 +199,25 @@ class ManagedInputResolver:
         self.open_round_id = pending.round_id
         self._open_operation_id = pending.logical_operation_id
         self._open_resumable = resumable
+        # A child of the current span: the harness's operation span.
+        span = tracing.start(
+            "m3.round",
+            attributes={
+                "m3.execution_id": self._execution_id,
+                "m3.round_id": pending.round_id,
+                "m3.round_index": round_index,
+                "m3.logical_operation_id": pending.logical_operation_id,
+                "m3.operation.kind": pending.operation_kind,
+                "m3.operation.name": pending.operation_name,
+            },
+        )
+        self._round_spans[pending.round_id] = span
+        span.add_event("pending")
         self._lifecycle.round_pending(self._execution_id, pending.round_id, round_index)
         # Wakes the kit's wait_for_pending at once (no polling in-process).
         self._notifier.notify(pending_key(self._execution_id))
         responses = await self._wait_without_slot(pending)
+        span.add_event("answered")
         # From here the answer may reach the server: the round no longer passes on.
         self._open_resumable = False
         await asyncio.to_thread(self._rounds.start_delivery, pending.round_id, self._lease.lease)
@@ -212,6 +232,7 @@ class ManagedInputResolver:
             return
         await asyncio.to_thread(self._rounds.mark_delivered, round_id, self._lease.lease)
         self._delivered.add(round_id)
+        self._round_event(round_id, "delivered")
         self._lifecycle.round_delivered(self._execution_id, round_id)
 
     async def input_requested(self, operation: OperationRef) -> None:
@@ -298,6 +319,7 @@ class ManagedInputResolver:
             self._lifecycle.round_failed(
                 self._execution_id, round_id, failure_code, answered=answered
             )
+            self._end_round_span(round_id, "failed", failure_code)
         self._forget(round_id)
 
     async def _settle(
@@ -322,12 +344,29 @@ class ManagedInputResolver:
             mark_delivered=delivered_now,
         )
         if delivered_now:
+            self._round_event(round_id, "delivered")
             self._lifecycle.round_delivered(self._execution_id, round_id)
         self._lifecycle.round_resolved(self._execution_id, round_id)
+        self._end_round_span(round_id, "resolved")
         self._forget(round_id)
+
+    def _round_event(self, round_id: str, name: str) -> None:
+        span = self._round_spans.get(round_id)
+        if span is not None:
+            span.add_event(name)
+
+    def _end_round_span(self, round_id: str, status: str, failure_code: str | None = None) -> None:
+        span = self._round_spans.pop(round_id, None)
+        if span is None:
+            return
+        span.set_attribute("m3.round.status", status)
+        if failure_code is not None:
+            span.fail(failure_code)
+        span.end()
 
     def _forget(self, round_id: str) -> None:
         """The round is terminal: nothing holds or settles it any more."""
+        self._end_round_span(round_id, "settled")
         self._delivered.discard(round_id)
         for logical_operation_id, delivering in list(self._delivering.items()):
             if delivering == round_id:
@@ -399,6 +438,7 @@ class ManagedInputResolver:
         self._lifecycle.round_failed(
             self._execution_id, pending.round_id, "operation_timeout", answered=False
         )
+        self._end_round_span(pending.round_id, "failed", "operation_timeout")
         self._forget(pending.round_id)
         raise OperationTimeout(
             f"round {pending.round_id} expired at its deadline {pending.deadline}",

@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any
 
+from m3grpc import tracing
 from m3grpc.errors import ManagedInputConflict
 from m3grpc.harness import (
     Harness,
@@ -318,6 +319,20 @@ class WorkerPool:
     # -- one execution ------------------------------------------------------------
 
     async def _run(self, claimed: ClaimedExecution) -> None:
+        # One span per claim, in the trace the execution was submitted in.
+        with tracing.span(
+            "m3.execution",
+            parent=claimed.trace_context,
+            attributes={
+                "m3.execution_id": claimed.execution_id,
+                "m3.human_input": claimed.human_input,
+                "m3.worker_id": self.owner_id,
+                "m3.resumed_round_id": claimed.resumed_round_id,
+            },
+        ) as span:
+            await self._run_traced(claimed, span)
+
+    async def _run_traced(self, claimed: ClaimedExecution, span: tracing.Span) -> None:
         execution_id = claimed.execution_id
         lease = self._leases[execution_id]
         try:
@@ -333,7 +348,11 @@ class WorkerPool:
             result = await self._execute(execution_id, spec, task, resolver)
             if result is None:
                 log.info("execution %s released: its round waits for the next worker", execution_id)
+                span.set_attribute("m3.outcome", "released")
                 return
+            span.set_attribute("m3.outcome", result.outcome.value)
+            if result.failure_code:
+                span.fail(result.failure_code)
             # Bounded so the stored Result always fits in a reply; off the loop,
             # as a long script's result is work in proportion to its size.
             result = await asyncio.to_thread(bounded_result, result, self._limits)

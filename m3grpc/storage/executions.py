@@ -14,7 +14,7 @@ import shutil
 import tempfile
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -80,6 +80,20 @@ _CLAIMABLE = sa.or_(
 )
 
 
+# Where an execution's trace context is kept in its stored spec document (a key
+# no spec field can have); the worker takes it out before the spec is parsed.
+TRACE_CONTEXT_KEY = "_m3_trace_context"
+
+
+def _split_trace_context(stored: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
+    """The stored document as (spec, trace context)."""
+    spec = dict(stored)
+    carrier = spec.pop(TRACE_CONTEXT_KEY, None)
+    if not isinstance(carrier, Mapping):
+        return spec, {}
+    return spec, {str(k): str(v) for k, v in carrier.items()}
+
+
 @dataclass(frozen=True)
 class ClaimedExecution:
     """An execution a worker has claimed: what to run and the lease it runs under."""
@@ -91,6 +105,9 @@ class ClaimedExecution:
     # A released execution claimed again: the resumable round its worker adopted
     # (see m3grpc.storage.handover); None for a queued execution.
     resumed_round_id: str | None = None
+    # The W3C trace context Submit ran in (`traceparent`, `tracestate`), so the
+    # worker's spans join the submitter's trace; empty when none was traced.
+    trace_context: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -150,12 +167,19 @@ class SqlExecutionStore:
         *,
         human_input: HumanInput,
         request_id: str | None = None,
+        trace_context: Mapping[str, str] | None = None,
     ) -> CreatedExecution:
-        """Queue an execution. The same request_id with the same spec returns the first one."""
+        """Queue an execution. The same request_id with the same spec returns the first one.
+
+        `trace_context` (a W3C carrier) is kept beside the spec in its JSON
+        document, outside the request digest: a retry from another trace is
+        the same submission."""
         document = json.loads(json.dumps(dict(spec), sort_keys=True, default=str))
         digest = hashlib.sha256(
             json.dumps([document, human_input], sort_keys=True).encode()
         ).hexdigest()
+        if trace_context:
+            document[TRACE_CONTEXT_KEY] = {str(k): str(v) for k, v in trace_context.items()}
         with write_transaction(self._engine) as conn:
             if request_id:
                 existing = conn.execute(
@@ -188,6 +212,14 @@ class SqlExecutionStore:
                 )
             )
             return CreatedExecution(_state(self._load(conn, execution_id)), created=True)
+
+    def trace_context(self, execution_id: str) -> dict[str, str]:
+        """The W3C trace context the execution was submitted in; empty when none."""
+        with read_transaction(self._engine) as conn:
+            spec = conn.execute(
+                sa.select(executions.c.spec).where(executions.c.execution_id == execution_id)
+            ).scalar_one_or_none()
+        return _split_trace_context(spec or {})[1]
 
     def count_queued(self) -> int:
         with read_transaction(self._engine) as conn:
@@ -271,12 +303,14 @@ class SqlExecutionStore:
             if claimed.rowcount != 1:
                 return None  # another worker claimed it first; the caller polls again
             resumed = adopt_rounds(conn, row.execution_id, lease, now=now) if released else None
+            spec, trace_context = _split_trace_context(row.spec)
             return ClaimedExecution(
                 execution_id=row.execution_id,
-                spec=dict(row.spec),
+                spec=spec,
                 human_input=row.human_input,
                 lease=lease,
                 resumed_round_id=resumed,
+                trace_context=trace_context,
             )
 
     def release(self, execution_id: str, lease: ManagedInputLease) -> bool:

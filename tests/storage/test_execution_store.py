@@ -56,6 +56,33 @@ def test_create_is_queued_and_idempotent_by_request_id(execution_store: SqlExecu
     assert claimed is not None and claimed.spec == spec  # both executions hold `spec`
 
 
+def test_trace_context_travels_with_the_execution_outside_its_digest(
+    execution_store: SqlExecutionStore,
+) -> None:
+    spec = {"prompt": "book it", "tools": ["shipping:book_shipment"]}
+    carrier = {"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}
+    first = execution_store.create_execution(
+        spec, human_input="managed", request_id="req-t", trace_context=carrier
+    )
+    # A retry from another trace is the same submission, not a request_id conflict.
+    retry = execution_store.create_execution(
+        spec,
+        human_input="managed",
+        request_id="req-t",
+        trace_context={"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"},
+    )
+    assert not retry.created and retry.state == first.state
+    untraced = execution_store.create_execution(spec, human_input="managed")
+    assert execution_store.trace_context(first.state.execution_id) == carrier
+    assert execution_store.trace_context(untraced.state.execution_id) == {}
+    claims = [execution_store.claim_next(owner_id="w1", lease_duration=LEASE) for _ in range(2)]
+    by_id = {claim.execution_id: claim for claim in claims if claim is not None}
+    # The worker gets the spec as submitted, and the context beside it.
+    assert [claim.spec for claim in by_id.values()] == [spec, spec]
+    assert by_id[first.state.execution_id].trace_context == carrier
+    assert by_id[untraced.state.execution_id].trace_context == {}
+
+
 def test_unknown_execution(execution_store: SqlExecutionStore) -> None:
     with pytest.raises(ExecutionNotFoundError) as caught:
         execution_store.get_state("exe_missing")

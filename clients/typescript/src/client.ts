@@ -10,7 +10,7 @@
 import type { JsonObject, MessageInitShape } from "@bufbuild/protobuf";
 import { durationFromMs } from "@bufbuild/protobuf/wkt";
 import { createClient } from "@connectrpc/connect";
-import type { CallOptions as ConnectCallOptions, Client } from "@connectrpc/connect";
+import type { CallOptions as ConnectCallOptions, Client, Interceptor } from "@connectrpc/connect";
 import { Http2SessionManager, createGrpcTransport } from "@connectrpc/connect-node";
 import { InternalError, ModelValidationError, toM3Error } from "./errors.js";
 import { ElicitationAction } from "./gen/m3/v1/elicitation_pb.js";
@@ -56,6 +56,12 @@ export interface M3ClientOptions {
    * `watchPending()` streams. Default 30 000; `null`: no deadline.
    */
   readonly timeoutMs?: number | null;
+  /**
+   * Connect interceptors run on every call, e.g. one that injects the active
+   * OpenTelemetry trace context (`traceparent`) into the request headers, so the
+   * service's spans join the caller's trace.
+   */
+  readonly interceptors?: Interceptor[];
 }
 
 /** An agent run (the fields of `AgentSpec`) plus how to submit it. */
@@ -172,7 +178,11 @@ export class M3Client {
     const baseUrl = /^https?:\/\//.test(target) ? target : `http://${target}`;
     // Keep idle WatchPending streams alive through proxies (the server allows pings every 10 s).
     this.session = new Http2SessionManager(baseUrl, { pingIntervalMs: 30_000 });
-    const transport = createGrpcTransport({ baseUrl, sessionManager: this.session });
+    const transport = createGrpcTransport({
+      baseUrl,
+      sessionManager: this.session,
+      interceptors: options.interceptors ?? [],
+    });
     this.executions = createClient(ExecutionService, transport);
     this.elicitation = createClient(ElicitationService, transport);
   }
