@@ -419,8 +419,10 @@ async function submit(event) {
     });
     body = await reply.json();
   } catch {
-    // The answer may or may not have arrived: the key stays, so sending again is safe.
     $("send").disabled = false;
+    // The live list may have shown meanwhile that it arrived (and forgot the key).
+    if (!localStorage.getItem(KEY_PREFIX + round.round_id)) return;
+    // The answer may or may not have arrived: the key stays, so sending again is safe.
     $("send").textContent = "Send again";
     showNotice("error", "The service did not confirm the answer. Sending again is safe: it cannot answer twice.");
     return;
