@@ -204,3 +204,19 @@ def test_inbox_is_off_by_default_and_a_busy_port_refuses_the_start(tmp_path: Pat
         )
     assert run.returncode == 2
     assert run.stderr.startswith(f"m3grpc: cannot listen on 127.0.0.1:{port}")
+
+
+def test_sigterm_ends_open_event_streams_and_the_service_exits(tmp_path: Path) -> None:
+    from tests.api.inbox_support import write_inbox_config
+
+    config = write_inbox_config(tmp_path / "m3.toml", tmp_path / "m3.sqlite")
+    service = InboxService(config, tmp_path / "server.log").start()
+    try:
+        stream = urllib.request.urlopen(service.inbox_url + "api/events", timeout=60)
+        assert stream.readline() == b"retry: 1000\n"
+        assert service.terminate(timeout=60) == 0
+        # The stream ended (the browser reconnects and resumes by Last-Event-ID).
+        assert stream.read() in (b"", b"\n")
+        stream.close()
+    finally:
+        service.stop()
