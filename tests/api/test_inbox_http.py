@@ -8,8 +8,11 @@ import json
 import socket
 import subprocess
 import sys
+import urllib.error
 import urllib.request
 from pathlib import Path
+
+import pytest
 
 from m3grpc.devtools.serve_process import ServeProcess
 from m3grpc.wire.gen.m3.v1 import execution_pb2
@@ -220,3 +223,36 @@ def test_sigterm_ends_open_event_streams_and_the_service_exits(tmp_path: Path) -
         stream.close()
     finally:
         service.stop()
+
+
+def test_other_sites_cannot_post_answers_or_rebind_the_host(
+    inbox_service: InboxService, stubs: Stubs
+) -> None:
+    client = InboxClient(inbox_service.inbox_url)
+    execution_id = submit(stubs, "shipping", "book_shipment")
+    round_id = wait_listed(client, execution_id)["round_id"]
+    answer = {
+        "idempotency_key": "csrf",
+        "responses": {"shipping_address": {"action": "ELICITATION_ACTION_DECLINE"}},
+    }
+    # What a plain HTML form of another site can send (no CORS preflight): refused.
+    request = urllib.request.Request(
+        f"{inbox_service.inbox_url}api/rounds/{round_id}/respond",
+        data=json.dumps(answer).encode(),
+        method="POST",
+        headers={"Content-Type": "text/plain"},
+    )
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(request, timeout=30)
+    assert refused.value.code == 400
+    assert json.loads(refused.value.read())["error"]["reason"] == "MANAGED_INPUT_INVALID"
+    # A DNS name rebound to the loopback inbox is not served.
+    port = inbox_service.inbox_url.rstrip("/").rpartition(":")[2]
+    rebound = urllib.request.Request(
+        inbox_service.inbox_url + "api/rounds", headers={"Host": f"evil.example:{port}"}
+    )
+    with pytest.raises(urllib.error.HTTPError) as wrong_host:
+        urllib.request.urlopen(rebound, timeout=30)
+    assert wrong_host.value.code == 400
+    assert round_status(stubs, round_id) == PENDING
+    assert client.respond(round_id, answer)[0] == 200

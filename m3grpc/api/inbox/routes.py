@@ -17,11 +17,14 @@ validation, the same idempotency, the same field violations (`problems`).
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from google.protobuf import json_format
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
 from starlette.routing import Mount, Route
@@ -54,7 +57,12 @@ _HEADERS = {
 }
 
 
-def build_app(runtime: Runtime, watch: PendingWatch) -> Starlette:
+def build_app(
+    runtime: Runtime, watch: PendingWatch, *, allowed_hosts: Sequence[str] = ("*",)
+) -> Starlette:
+    """The inbox. `allowed_hosts`: the Host headers served (others get 400), so a
+    loopback inbox cannot be reached through a rebound DNS name."""
+
     async def page(request: Request) -> Response:
         return FileResponse(STATIC / "index.html", headers=_HEADERS)
 
@@ -85,6 +93,11 @@ def build_app(runtime: Runtime, watch: PendingWatch) -> Starlette:
     async def answer(request: Request) -> Response:
         message = pb.RespondRequest(round_id=request.path_params["round_id"])
         try:
+            # JSON only: another site's plain HTML form cannot send it (a browser asks
+            # this server first, CORS preflight, which it never allows).
+            media_type = request.headers.get("content-type", "").split(";")[0].strip()
+            if media_type.lower() != "application/json":
+                raise _invalid("", "the request body must be application/json")
             _read_answer(await _body(request), message)
             reply = await respond(runtime, message)
         except Exception as error:
@@ -92,6 +105,7 @@ def build_app(runtime: Runtime, watch: PendingWatch) -> Starlette:
         return _json(to_json(reply) | {"replayed": reply.replayed})
 
     return Starlette(
+        middleware=[Middleware(TrustedHostMiddleware, allowed_hosts=list(allowed_hosts))],
         routes=[
             Route("/", page),
             Route("/api/events", events),
@@ -99,7 +113,7 @@ def build_app(runtime: Runtime, watch: PendingWatch) -> Starlette:
             Route("/api/rounds/{round_id:path}/respond", answer, methods=["POST"]),
             Route("/api/rounds/{round_id:path}", get_round),
             Mount("/static", StaticFiles(directory=STATIC), name="static"),
-        ]
+        ],
     )
 
 

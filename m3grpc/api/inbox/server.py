@@ -27,13 +27,21 @@ class _Server(uvicorn.Server):
         yield  # the service handles SIGTERM/SIGINT and calls InboxServer.stop
 
 
+def allowed_hosts(address: str) -> tuple[str, ...]:
+    """Host headers a loopback inbox answers (its own names); any for other binds."""
+    host = address.rpartition(":")[0].removeprefix("[").removesuffix("]")
+    if host == "localhost" or host.startswith("127."):
+        return ("localhost", "127.0.0.1", host)
+    return ("*",)
+
+
 class InboxServer:
     """The inbox on `address` (HOST:PORT); `bind` then `start`, and `stop`."""
 
     def __init__(self, runtime: Runtime, watch: PendingWatch, address: str) -> None:
         self._address = address
         self._config = uvicorn.Config(
-            build_app(runtime, watch),
+            build_app(runtime, watch, allowed_hosts=allowed_hosts(address)),
             lifespan="off",
             log_config=None,  # uvicorn's records go through the service's formatter
             log_level="warning",  # not its start-up lines
