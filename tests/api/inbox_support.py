@@ -1,7 +1,8 @@
 """A real `m3grpc serve` with the web inbox on, for tests/api/test_inbox*.py.
 
-Bindings: `order_form` (a form of every field type), `shipping` (legacy
-address form) and `url_required` (URL elicitations), all stdio test servers
+Bindings: `order_form` (a form of every field type), `profile_form` (formats,
+patterns, titled choices, a multi-select), `shipping` (legacy address form) and
+`url_required` (URL elicitations), all stdio test servers
 from tests/mcp_servers. Executions are submitted over gRPC (`Stubs`); the inbox
 is reached over HTTP (`InboxClient`, standard library only).
 """
@@ -42,6 +43,7 @@ def write_inbox_config(path: Path, database: Path) -> Path:
         ("order_form", [str(SERVERS / "order_form.py")]),
         ("shipping", [str(SERVERS / "shipping.py"), "--variant", "legacy"]),
         ("url_required", [str(SERVERS / "url_required.py")]),
+        ("profile_form", [str(SERVERS / "profile_form.py")]),
     ):
         lines += [
             f"[servers.{name}]",

@@ -7,6 +7,7 @@ Skipped when Playwright or Chromium is missing (scripts/test.sh installs both).
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import time
@@ -171,7 +172,7 @@ def test_an_invalid_value_shows_the_field_error_and_changes_nothing(
     def tamper(route: Any) -> None:
         body = route.request.post_data_json
         body["responses"]["order"]["content"]["quantity"] = -4
-        route.continue_(post_data=__import__("json").dumps(body))
+        route.continue_(post_data=json.dumps(body))
 
     page.route("**/respond", tamper)
     page.get_by_role("button", name="Send answer").click()
@@ -312,3 +313,58 @@ def test_the_live_list_learns_that_an_answer_arrived(
     playwright_api.expect(page.locator(f'#pending li[data-round-id="{round_id}"]')).to_have_count(0)
     playwright_api.expect(page.locator("#answer")).to_be_hidden()
     assert stubs.result(execution_id).outcome == execution_pb2.EXECUTION_OUTCOME_SUCCEEDED
+
+
+def test_formats_patterns_lengths_and_choices_are_checked_as_the_person_types(
+    inbox_service: InboxService, stubs: Stubs, page: Any
+) -> None:
+    execution_id = submit(stubs, "profile_form", "edit_profile")
+    round_id = wait_round(stubs, execution_id)
+    page.goto(f"{inbox_service.inbox_url}#round={round_id}")
+    form = page.locator("#answer")
+
+    def error(name: str) -> Any:
+        return form.locator(f'[data-field="{name}"] .error')
+
+    # Required fields first, in the schema's order, then the others by name.
+    order = form.locator("[data-field]").evaluate_all("all => all.map(e => e.dataset.field)")
+    assert order == ["email", "handle", "topics", "bio", "birthday", "plan"]
+    playwright_api.expect(page.get_by_label("Email")).to_have_attribute("type", "email")
+    playwright_api.expect(page.get_by_label("Birthday")).to_have_attribute("type", "date")
+    plan = page.get_by_label("Plan")
+    playwright_api.expect(plan.locator("option:checked")).to_have_text("Free")
+    playwright_api.expect(form.get_by_text("3-16 lower-case letters, digits or _")).to_be_visible()
+
+    page.get_by_label("Email").fill("not an address")
+    playwright_api.expect(error("email")).to_have_text("Must be an email address.")
+    page.get_by_label("Email").fill("ada@example.com")
+    playwright_api.expect(error("email")).to_have_text("")
+    page.get_by_label("Handle").fill("Ada!")
+    playwright_api.expect(error("handle")).to_contain_text("Must match the pattern")
+    page.get_by_label("Handle").fill("ada_l")
+    playwright_api.expect(error("handle")).to_have_text("")
+    page.get_by_label("Bio").fill("x" * 21)
+    playwright_api.expect(error("bio")).to_have_text("Must be at most 20 characters.")
+    page.get_by_label("Bio").fill("Counts engines")
+    page.get_by_role("button", name="Send answer").click()
+    playwright_api.expect(error("topics")).to_have_text("This field is required.")
+    assert round_status(stubs, round_id) == PENDING
+
+    page.get_by_label("releases").check()
+    page.get_by_label("security").check()
+    page.get_by_label("Birthday").fill("1815-12-10")
+    plan.select_option(label="Pro")
+    page.get_by_role("button", name="Send answer").click()
+    playwright_api.expect(notice(page)).to_contain_text("Answer recorded")
+    result = stubs.result(execution_id)
+    assert result.outcome == execution_pb2.EXECUTION_OUTCOME_SUCCEEDED
+    assert json.loads(
+        result.operations[0].result["content"][0]["text"].removeprefix("profile: ")
+    ) == {
+        "email": "ada@example.com",
+        "handle": "ada_l",
+        "birthday": "1815-12-10",
+        "plan": "pro",
+        "topics": ["releases", "security"],
+        "bio": "Counts engines",
+    }
