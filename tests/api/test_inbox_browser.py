@@ -329,6 +329,7 @@ def test_formats_patterns_lengths_and_choices_are_checked_as_the_person_types(
     # Required fields first, in the schema's order, then the others by name.
     order = form.locator("[data-field]").evaluate_all("all => all.map(e => e.dataset.field)")
     assert order == ["email", "handle", "topics", "bio", "birthday", "plan"]
+    assert "null" not in form.inner_text() and "undefined" not in form.inner_text()
     playwright_api.expect(page.get_by_label("Email")).to_have_attribute("type", "email")
     playwright_api.expect(page.get_by_label("Birthday")).to_have_attribute("type", "date")
     plan = page.get_by_label("Plan")

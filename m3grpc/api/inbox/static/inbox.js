@@ -261,13 +261,13 @@ function formField(key, name, schema, required) {
     });
     field.input = group;
     field.read = () => boxes.filter((b) => b.checked).map((b) => b.value);
-    wrap.append(group, help, error);
+    wrap.append(...[group, help, error].filter(Boolean));
   } else if (type === "boolean") {
     const input = el("input", { type: "checkbox", id, checked: schema.default === true, "aria-describedby": described });
     input.addEventListener("change", () => check(field));
     field.input = input;
     field.read = () => input.checked;
-    wrap.append(input, el("label", { for: id }, " ", ...labelChildren), help, error);
+    wrap.append(...[input, el("label", { for: id }, " ", ...labelChildren), help, error].filter(Boolean));
   } else {
     let input;
     if (options) {
@@ -293,7 +293,7 @@ function formField(key, name, schema, required) {
     input.addEventListener("input", () => check(field));
     input.addEventListener("blur", () => check(field));
     field.input = input;
-    wrap.append(el("label", { for: id }, ...labelChildren), help, input, error);
+    wrap.append(...[el("label", { for: id }, ...labelChildren), help, input, error].filter(Boolean));
   }
   current.fields.push(field);
   return wrap;
