@@ -2,6 +2,7 @@
 
 m3grpc serve [--config m3.toml] [--listen HOST:PORT] [--log-level LEVEL]
              [--log-format text|json] [--metrics-listen HOST:PORT]
+             [--inbox-listen HOST:PORT]
 m3grpc db upgrade|status, check-config, health   (m3grpc/ops/)
 m3grpc demo ...        (when m3grpc.demo exists)
 m3grpc submit|status|result|cancel|pending|respond|watch|rounds ...
@@ -66,6 +67,7 @@ def _serve(args: argparse.Namespace) -> int:
                 config,
                 listen=args.listen,
                 metrics_listen=args.metrics_listen,
+                inbox_listen=args.inbox_listen,
                 config_source=args.config,
             )
         )
@@ -108,6 +110,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     serve.add_argument(
         "--metrics-listen", help="HOST:PORT for Prometheus /metrics (default: off, or the config)"
+    )
+    serve.add_argument(
+        "--inbox-listen",
+        help="HOST:PORT for the web inbox (default: off, or the config's [inbox] listen)",
     )
     serve.set_defaults(run=_serve)
     register_ops_commands(commands, _require_server)  # db, check-config, health

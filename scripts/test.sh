@@ -8,6 +8,8 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 python3 -m pip install --quiet --disable-pip-version-check -e ".[server,dev]"
 bash scripts/setup-tmux.sh
+eval "$(bash scripts/setup-chromium.sh)"
+export M3_CHROMIUM
 
 M3_TEST_POSTGRES_URL="$(bash scripts/start-postgres.sh)"
 export M3_TEST_POSTGRES_URL

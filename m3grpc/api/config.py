@@ -44,6 +44,8 @@
     endpoint = "http://127.0.0.1:4318/v1/traces"  # omit: OTEL_EXPORTER_OTLP_* decide
     protocol = "http/protobuf"        # or "grpc"; omit: OTEL_EXPORTER_OTLP_(TRACES_)PROTOCOL
     service_name = "m3grpc"           # omit: OTEL_SERVICE_NAME, else "m3grpc"
+    [inbox]                           # the web inbox (answer rounds in a browser)
+    listen = "127.0.0.1:8080"         # its own HTTP port; omit: off
 
     [codex]                           # the `codex` harness (each key overrides M3_CODEX_*)
     binary = "tools/codex/node_modules/.../codex"   # default: scripts/setup-codex.sh's install
@@ -198,6 +200,17 @@ class LimitsSection(_Section):
     max_result_bytes: int = Field(default=Limits.max_result_bytes, ge=1, le=3_000_000)
 
 
+class Inbox(_Section):
+    """`[inbox]`: the web inbox's HTTP listen address (None: no inbox)."""
+
+    listen: str | None = None
+
+    @field_validator("listen")
+    @classmethod
+    def _listen(cls, value: str | None) -> str | None:
+        return None if value is None else check_listen(value)
+
+
 class ServiceConfig(_Section):
     database: str = DEFAULT_DATABASE
     listen: str = DEFAULT_LISTEN
@@ -211,6 +224,7 @@ class ServiceConfig(_Section):
     servers: Mapping[str, ServerBinding] = Field(default_factory=dict)
     codex: Codex = Field(default_factory=Codex)
     tracing: TracingSection = Field(default_factory=TracingSection)
+    inbox: Inbox = Field(default_factory=Inbox)
 
     @field_validator("database")
     @classmethod

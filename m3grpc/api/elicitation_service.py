@@ -42,33 +42,12 @@ class ElicitationService(elicitation_service_pb2_grpc.ElicitationServiceServicer
 
     @guard.unary
     async def Respond(self, request: pb.RespondRequest, context: Context) -> pb.RespondResponse:
-        try:
-            # A large answer is converted off the event loop (the limits are checked
-            # after conversion); the common small one inline, without a thread hop.
-            if request.ByteSize() > _INLINE_CONVERSION_BYTES:
-                responses = await asyncio.to_thread(messages.responses_model, request.responses)
-            else:
-                responses = messages.responses_model(request.responses)
-            submission = await self._runtime.respond(
-                request.round_id,
-                responses,
-                idempotency_key=request.idempotency_key,
-            )
-        except ManagedInputValidationError as error:
-            if request.round_id and "round_id" not in error.metadata:
-                # Documented metadata; never an unbounded echo of the input.
-                error.metadata["round_id"] = clip(request.round_id)
-            raise
-        return pb.RespondResponse(
-            round_id=submission.round_id,
-            status=convert.MANAGED_INPUT_STATUS.wire(submission.status),
-            replayed=submission.replayed,
-        )
+        return await respond(self._runtime, request)
 
     @guard.unary
     async def GetRound(self, request: pb.GetRoundRequest, context: Context) -> pb.GetRoundResponse:
         record = await self._runtime.get_round(request.round_id)
-        return pb.GetRoundResponse(round=_round_message(record))
+        return pb.GetRoundResponse(round=round_message(record))
 
     @guard.unary
     async def ListRounds(
@@ -99,7 +78,7 @@ class ElicitationService(elicitation_service_pb2_grpc.ElicitationServiceServicer
         response = pb.ListRoundsResponse()
         used = 0
         for index, record in enumerate(page):
-            message = _round_message(record)
+            message = round_message(record)
             used += message.ByteSize() + 8  # field tag and length
             if index and used > MAX_PAGE_BYTES:
                 page = page[:index]  # the rest comes with the next page
@@ -113,13 +92,40 @@ class ElicitationService(elicitation_service_pb2_grpc.ElicitationServiceServicer
         return response
 
 
+async def respond(runtime: Runtime, request: pb.RespondRequest) -> pb.RespondResponse:
+    """Answer a round: the one path of gRPC `Respond` and the web inbox's answer."""
+    try:
+        # A large answer is converted off the event loop (the limits are checked
+        # after conversion); the common small one inline, without a thread hop.
+        if request.ByteSize() > _INLINE_CONVERSION_BYTES:
+            responses = await asyncio.to_thread(messages.responses_model, request.responses)
+        else:
+            responses = messages.responses_model(request.responses)
+        submission = await runtime.respond(
+            request.round_id,
+            responses,
+            idempotency_key=request.idempotency_key,
+        )
+    except ManagedInputValidationError as error:
+        if request.round_id and "round_id" not in error.metadata:
+            # Documented metadata; never an unbounded echo of the input.
+            error.metadata["round_id"] = clip(request.round_id)
+        raise
+    return pb.RespondResponse(
+        round_id=submission.round_id,
+        status=convert.MANAGED_INPUT_STATUS.wire(submission.status),
+        replayed=submission.replayed,
+    )
+
+
+def round_message(record: ManagedInputRecord) -> elicitation_pb2.ElicitationRound:
+    """The diagnostic projection of a round: responses redacted (actions and keys)."""
+    # The store's projection, from the record already read (one query per page).
+    redacted = redact_responses(record) if record.responses is not None else None
+    return messages.elicitation_round_message(record, redacted)
+
+
 def _invalid(field: str, why: str) -> ManagedInputValidationError:
     return ManagedInputValidationError(
         f"invalid {field}", field_violations=[FieldViolation(field, why)]
     )
-
-
-def _round_message(record: ManagedInputRecord) -> elicitation_pb2.ElicitationRound:
-    # The store's projection, from the record already read (one query per page).
-    redacted = redact_responses(record) if record.responses is not None else None
-    return messages.elicitation_round_message(record, redacted)

@@ -21,6 +21,7 @@ from m3grpc.api.config import ServiceConfig, check_listen
 from m3grpc.api.elicitation_service import ElicitationService
 from m3grpc.api.execution_service import ExecutionService
 from m3grpc.api.health import HealthMonitor
+from m3grpc.api.inbox import InboxServer
 from m3grpc.api.metrics import ServiceMetrics
 from m3grpc.api.preflight import describe_cause as _cause
 from m3grpc.api.preflight import preflight
@@ -95,6 +96,7 @@ class RunningService:
     metrics_address: str | None = None
     # Flushes and stops trace export (`[tracing]` enabled).
     stop_tracing: Callable[[], None] | None = None
+    inbox: InboxServer | None = None
 
     async def stop(self, grace: float) -> None:
         """Stop accepting calls; in-flight calls and executions get `grace` seconds."""
@@ -102,6 +104,8 @@ class RunningService:
         if self.health_monitor is not None:
             await self.health_monitor.stop()
         await self.health.enter_graceful_shutdown()
+        if self.inbox is not None:
+            await self.inbox.stop()
         try:
             await asyncio.gather(self.server.stop(grace), self.runtime.stop(grace))
         finally:
@@ -117,20 +121,24 @@ async def start_service(
     *,
     listen: str | None = None,
     metrics_listen: str | None = None,
+    inbox_listen: str | None = None,
     config_source: str | None = None,
 ) -> RunningService:
     address = listen or config.listen
     metrics_address = metrics_listen or config.metrics_listen
+    inbox_address = inbox_listen or config.inbox.listen
     try:
         check_listen(address)  # --listen overrides the already validated config value
-        if metrics_address is not None:
-            check_listen(metrics_address)
+        for extra in (metrics_address, inbox_address):
+            if extra is not None:
+                check_listen(extra)
     except ValueError as exc:
         raise ListenError(str(exc)) from None
     # Before anything else starts, so that a refused start has touched nothing.
     _probe_listen(address)
-    if metrics_address is not None:
-        _probe_listen(metrics_address)
+    for extra in (metrics_address, inbox_address):
+        if extra is not None:
+            _probe_listen(extra)
     tracing_interceptors, stop_tracing = _start_tracing(config)
     try:
         store = _open_store(config.database)
@@ -179,6 +187,18 @@ async def start_service(
                 stop_tracing()
             raise ListenError(f"cannot listen on {metrics_address}: {exc.strerror}") from None
         metrics.track(runtime, watch)
+    inbox = None
+    if inbox_address is not None:
+        inbox = InboxServer(runtime, watch, inbox_address)
+        try:
+            inbox.bind()
+        except OSError as exc:
+            store.close()
+            if metrics is not None:
+                metrics.close()
+            if stop_tracing is not None:
+                stop_tracing()
+            raise ListenError(f"cannot listen on {inbox_address}: {exc.strerror}") from None
     await runtime.start()
     add_m3_services(server, runtime, config.servers, watch)
     health_servicer = health.aio.HealthServicer()
@@ -189,6 +209,8 @@ async def start_service(
         runtime, health_servicer, SERVICE_NAMES, interval=config.health_check_interval_seconds
     )
     await monitor.start()
+    if inbox is not None:
+        await inbox.start()
     host = address.rpartition(":")[0]
     log.info(
         "serving on %s:%s",
@@ -197,6 +219,7 @@ async def start_service(
         extra={
             "event": "service.started",
             "metrics": metrics_bound,
+            "inbox": inbox.address if inbox is not None else None,
             "bindings": len(config.servers),
         },
     )
@@ -211,6 +234,7 @@ async def start_service(
         metrics=metrics,
         metrics_address=metrics_bound,
         stop_tracing=stop_tracing,
+        inbox=inbox,
     )
 
 
@@ -321,6 +345,7 @@ async def serve(
     *,
     listen: str | None = None,
     metrics_listen: str | None = None,
+    inbox_listen: str | None = None,
     out: TextIO = sys.stdout,
     config_source: str | None = None,
 ) -> None:
@@ -329,7 +354,11 @@ async def serve(
     `config_source`: the file `config` was read from, for the start-up summary.
     """
     service = await start_service(
-        config, listen=listen, metrics_listen=metrics_listen, config_source=config_source
+        config,
+        listen=listen,
+        metrics_listen=metrics_listen,
+        inbox_listen=inbox_listen,
+        config_source=config_source,
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -337,6 +366,8 @@ async def serve(
         loop.add_signal_handler(signum, stop.set)
     if service.metrics_address is not None:
         print(f"m3grpc metrics on http://{service.metrics_address}/metrics", file=out, flush=True)
+    if service.inbox is not None:
+        print(f"m3grpc inbox on http://{service.inbox.address}/", file=out, flush=True)
     # Tests and scripts wait for this exact line (printed last).
     print(f"m3grpc serving on {service.address}", file=out, flush=True)
     try:

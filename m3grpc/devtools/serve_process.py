@@ -26,6 +26,7 @@ from typing import Self
 ROOT = Path(__file__).resolve().parents[2]
 READY_PREFIX = "m3grpc serving on "
 METRICS_PREFIX = "m3grpc metrics on "
+INBOX_PREFIX = "m3grpc inbox on "
 SERVE_COMMAND = (sys.executable, "-m", "m3grpc.cli")
 
 
@@ -60,6 +61,8 @@ class ServeProcess:
         self.address = ""
         # The Prometheus endpoint's URL, when it serves one (--metrics-listen).
         self.metrics_url = ""
+        # The web inbox's URL, when it serves one (--inbox-listen).
+        self.inbox_url = ""
         # Everything it printed on stdout so far.
         self.output: list[str] = []
         self.exit_code: int | None = None
@@ -92,6 +95,8 @@ class ServeProcess:
                 break
             if line.startswith(METRICS_PREFIX):
                 self.metrics_url = line.removeprefix(METRICS_PREFIX).strip()
+            if line.startswith(INBOX_PREFIX):
+                self.inbox_url = line.removeprefix(INBOX_PREFIX).strip()
             if line.startswith(READY_PREFIX):
                 self.address = line.removeprefix(READY_PREFIX).strip()
                 return self
