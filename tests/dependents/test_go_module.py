@@ -1,8 +1,9 @@
 """The Go client as another module depends on it: the README's "Use it from another
 module" lines run as written in an empty directory (a new module, a `replace` of the
-client's path by this checkout's clients/go, `go mod tidy`, the quickstart program),
-and the program answers a round of a live service. The README's error-handling
-fragment compiles in that module too."""
+client's path by this checkout's clients/go, `go mod tidy`, the quickstart program of
+its "Example", examples/quickstart/main.go, which readme_test.go keeps equal to the
+README's block), and the program answers a round of a live service. The README's
+"Errors" fragment compiles in that module too."""
 
 from __future__ import annotations
 

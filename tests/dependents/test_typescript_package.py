@@ -23,12 +23,15 @@ PACKAGE = ROOT / "clients" / "typescript"
 NPM = shutil.which("npm") or "npm"
 
 PROGRAM = """\
-import { ExecutionOutcome, M3Client, ManagedInputConflictError, ManagedInputStatus } from "@m3grpc/client";
+import {
+  ExecutionOutcome, M3Client, ManagedInputConflictError, ManagedInputStatus,
+} from "@m3grpc/client";
 
 const m3 = new M3Client(process.argv[2] ?? "127.0.0.1:50051");
 try {
   const { executionId } = await m3.submit({
-    server: "shipping", tools: ["shipping:book_shipment"], humanInput: "managed", prompt: "Book it.",
+    server: "shipping", tools: ["shipping:book_shipment"], humanInput: "managed",
+    prompt: "Book it.",
   });
   let round = await m3.getPending(executionId);
   for (let attempt = 0; round === undefined && attempt < 1200; attempt++) {
