@@ -4,8 +4,9 @@ clients/go/README.md) runs as written, against a live `m3grpc serve` where it ne
 Each block is named by its document, its heading and its language (`BLOCK_KEY`), and is
 either run here (`RUNS`), run by another test named in `RUN_ELSEWHERE`, or skipped with
 the reason it cannot run here (`SKIPS`, kept small). A new block that is none of these
-fails `test_every_code_block_is_accounted_for`. Blocks in `text` (a terminal transcript)
-or without a language (output, a file tree) are not code.
+fails `test_every_code_block_is_accounted_for`. Blocks in `text` (a terminal transcript),
+`mermaid` (a generated diagram: tests/docs/test_generated_docs.py) or without a language
+(output, a file tree) are not code.
 
 How blocks run: Python with this interpreter (`python -c`), shell with `bash -e` in a
 working directory whose entries link to the repository's top level (so relative paths
@@ -19,6 +20,7 @@ with SIGTERM once it is ready.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -36,10 +38,11 @@ import pytest
 
 from m3grpc.devtools.serve_process import READY_PREFIX, ServeProcess
 from tests.api.conftest import BOOKED, ROOT
+from tests.storage.conftest import POSTGRES_URL, postgres_database
 
 DOCUMENTS = ("README.md", "clients/typescript/README.md", "clients/go/README.md")
 CODE_LANGUAGES = {"python", "bash", "sh", "shell", "ts", "typescript", "js", "go"}
-NOT_CODE = {"text", ""}
+NOT_CODE = {"text", "", "mermaid"}  # a transcript, output, a diagram (test_generated_docs)
 DEFAULT_ADDRESS = "127.0.0.1:50051"
 FENCE = re.compile(r"^```(\S*)\s*$")
 
@@ -192,10 +195,11 @@ def operating_commands(context: Context) -> None:
     assert (context.workdir / "m3.sqlite").is_file()
 
 
-def serve(key: str, context: Context) -> str:
-    """Start the block's `m3grpc serve` on free ports, wait until it is ready, stop it
-    with SIGTERM (a clean exit); returns what it printed."""
-    code = re.sub(r"\bserve\b", "serve --listen 127.0.0.1:0", block(key).code, count=1)
+@contextlib.contextmanager
+def serving(code: str, context: Context) -> Iterator[tuple[str, str]]:
+    """Run a block that ends in `m3grpc serve`, on free ports, until it is ready; yield
+    what it printed and its address, then stop it with SIGTERM (a clean exit)."""
+    code = re.sub(r"\bserve\b", "serve --listen 127.0.0.1:0", code, count=1)
     code = re.sub(r"--metrics-listen \S+", "--metrics-listen 127.0.0.1:0", code)
     process = subprocess.Popen(
         ["bash", "-e", "-c", code],
@@ -206,7 +210,7 @@ def serve(key: str, context: Context) -> str:
         text=True,
         start_new_session=True,
     )
-    watchdog = threading.Timer(120, os.killpg, (process.pid, signal.SIGKILL))
+    watchdog = threading.Timer(180, os.killpg, (process.pid, signal.SIGKILL))
     watchdog.start()
     printed: list[str] = []
     try:
@@ -216,10 +220,8 @@ def serve(key: str, context: Context) -> str:
             if line.startswith(READY_PREFIX):
                 break
         assert printed and printed[-1].startswith(READY_PREFIX), printed
-        metrics = [line.split()[-1] for line in printed if line.startswith("m3grpc metrics on ")]
-        for url in metrics:
-            with urllib.request.urlopen(url, timeout=30) as page:
-                assert b"m3_rpcs_total" in page.read()
+        watchdog.cancel()
+        yield "".join(printed), printed[-1].removeprefix(READY_PREFIX).strip()
         os.killpg(process.pid, signal.SIGTERM)
         assert process.wait(timeout=90) == 0
     finally:
@@ -227,7 +229,48 @@ def serve(key: str, context: Context) -> str:
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
-    return "".join(printed)
+
+
+def serve(key: str, context: Context) -> str:
+    """The block's `m3grpc serve` answers health checks (and metrics, when it serves them)."""
+    with serving(block(key).code, context) as (printed, address):
+        assert context.run(["m3grpc", "health", "--server", address]).strip() == "SERVING"
+        for line in printed.splitlines():
+            if line.startswith("m3grpc metrics on "):
+                with urllib.request.urlopen(line.split()[-1], timeout=30) as page:
+                    assert b"m3_rpcs_total" in page.read()
+    return printed
+
+
+def replicas(context: Context) -> None:
+    """The replicas section on a fresh database of the test PostgreSQL: the config, the
+    upgrade, two replicas; an execution submitted through one is answered through the
+    other."""
+    if POSTGRES_URL is None:
+        pytest.skip("M3_TEST_POSTGRES_URL not set")
+    code = block("README.md > Run N replicas on PostgreSQL > bash[0]").code
+    with contextlib.contextmanager(postgres_database)() as url:
+        documented = "postgresql+psycopg://m3@127.0.0.1:5432/m3"
+        assert documented in code
+        code = code.replace(documented, url)
+        lines = code.splitlines(keepends=True)
+        prelude = "".join(line for line in lines if not line.startswith("m3grpc serve"))
+        starts = [line for line in lines if line.startswith("m3grpc serve")]
+        assert len(starts) == 2
+        assert "schema at revision" in context.bash(prelude)
+        with (
+            serving(starts[0], context) as (_, first),
+            serving(starts[1], context) as (_, second),
+        ):
+            submit = ["m3grpc", "submit", "--binding", "shipping", "--human-input", "managed"]
+            submit += ["--tool", "shipping:book_shipment", "--prompt", "Book it."]
+            execution = context.run([*submit, "--server", first]).strip()
+            answer = '{"street": "1 Main Street", "city": "Pune"}'
+            context.run(["m3grpc", "pending", execution, "--wait", "120", "--server", second])
+            respond = ["m3grpc", "respond", "--execution", execution, "--accept", answer]
+            context.run([*respond, "--server", second])
+            out = context.run(["m3grpc", "result", execution, "--wait", "120", "--server", first])
+            assert BOOKED in out
 
 
 def serve_example(context: Context) -> None:
@@ -279,6 +322,7 @@ RUNS: dict[str, Callable[[Context], None]] = {
     "README.md > The gRPC service > bash[0]": serve_example,
     "README.md > Operating it: check-config, db upgrade, health > bash[0]": operating_commands,
     "README.md > Operating: logs, metrics, health > bash[0]": serve_observed,
+    "README.md > Run N replicas on PostgreSQL > bash[0]": replicas,
     "README.md > Python remote client > python[0]": remote_python,
     "README.md > The command line: remote verbs > bash[0]": cli_session,
     "clients/typescript/README.md > Depend on it from another project > bash[0]": (
