@@ -10,7 +10,7 @@ ENV PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 RUN python -m venv /opt/m3grpc
 WORKDIR /src
-COPY pyproject.toml ./
+COPY pyproject.toml LICENSE ./
 COPY m3grpc ./m3grpc
 RUN /opt/m3grpc/bin/pip install ".[server,postgres,tracing]"
 

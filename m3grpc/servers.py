@@ -40,18 +40,24 @@ class ServerRoot(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    uri: str = Field(pattern=r"^file://")
-    name: str | None = None
+    uri: str = Field(pattern=r"^file://", description="A file:// URI.")
+    name: str | None = Field(default=None, description="A name shown to the server.")
 
 
 class _Binding(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     name: str = Field(min_length=1, pattern=_NAME_PATTERN)
-    protocol: McpProtocol = "auto"
+    protocol: McpProtocol = Field(
+        default="auto",
+        description='The MCP protocol generation: "auto" (negotiated), "legacy" (2025-11-25 '
+        'and older: elicitation/create) or "2026-07-28" (multi round-trip, resumable rounds).',
+    )
     # What the harness answers a server's `roots/list` with (both protocol
     # generations: a legacy request, or a 2026-07-28 input request). Empty by default.
-    roots: Sequence[ServerRoot] = ()
+    roots: Sequence[ServerRoot] = Field(
+        default=(), description="What the server's roots/list is answered with."
+    )
 
     @field_validator("roots")
     @classmethod
@@ -68,10 +74,16 @@ class StdioServer(_Binding):
     """
 
     kind: Literal["stdio"] = "stdio"
-    command: str = Field(min_length=1)
-    args: Sequence[str] = ()
-    env: Mapping[str, str] = Field(default_factory=dict)
-    cwd: Path | None = None
+    command: str = Field(min_length=1, description="The program to run (found on PATH).")
+    args: Sequence[str] = Field(default=(), description="Its arguments.")
+    env: Mapping[str, str] = Field(
+        default_factory=dict,
+        description="Variables set over a minimal inherited environment "
+        "(HOME, PATH, SHELL, TERM, USER, LOGNAME).",
+    )
+    cwd: Path | None = Field(
+        default=None, description="Its working directory; unset: the service's."
+    )
 
     @field_validator("args")
     @classmethod
@@ -85,8 +97,10 @@ class HttpServer(_Binding):
     """An MCP server reached over Streamable HTTP at `url`, sending `headers` on every request."""
 
     kind: Literal["http"] = "http"
-    url: str
-    headers: Mapping[str, str] = Field(default_factory=dict)
+    url: str = Field(description="The Streamable HTTP endpoint (http:// or https://).")
+    headers: Mapping[str, str] = Field(
+        default_factory=dict, description="Headers sent on every request."
+    )
 
     @field_validator("url")
     @classmethod

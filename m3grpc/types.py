@@ -241,3 +241,41 @@ class RedactedResponses(_Model):
     actions: Mapping[str, ElicitationAction]
     content_keys: Mapping[str, tuple[str, ...]]
     digest: str | None
+
+
+class RoundView(_Model):
+    """The operator's view of one round (GetRound, ListRounds; the remote kits'
+    `get_round` / `list_rounds`): what was asked, where it stands, when it moved,
+    and its answer redacted (`responses`: actions and content keys, never content
+    values). No lease, no request_state."""
+
+    round_id: str
+    execution_id: str
+    logical_operation_id: str
+    server: str
+    operation_kind: OperationKind | None
+    operation_name: str
+    round_index: int
+    round_limit: int
+    status: ManagedInputStatus
+    requests: Mapping[str, ElicitationRequest]
+    responses: RedactedResponses | None = None
+    delivery_attempts: int = 0
+    created_at: AwareDatetime
+    updated_at: AwareDatetime
+    deadline: AwareDatetime | None = None
+    response_validated_at: AwareDatetime | None = None
+    delivery_started_at: AwareDatetime | None = None
+    delivered_at: AwareDatetime | None = None
+    resolved_at: AwareDatetime | None = None
+    failed_at: AwareDatetime | None = None
+    failure_code: str | None = None
+    failure_message: str | None = None
+
+
+class RoundPage(_Model):
+    """One page of ListRounds, oldest round first; `next_page_token` continues it
+    (None on the last page)."""
+
+    rounds: tuple[RoundView, ...]
+    next_page_token: str | None = None

@@ -1,6 +1,7 @@
 """The `m3grpc serve` configuration file (TOML).
 
-    database = "m3.sqlite"            # SQLite path or SQLAlchemy URL (postgresql+psycopg://...)
+    database = "m3.sqlite"            # SQLite path or SQLAlchemy URL (postgresql+psycopg://...,
+                                      # with the `postgres` extra: m3grpc[server,postgres])
     listen = "127.0.0.1:50051"
     shutdown_grace_seconds = 10.0     # in-flight RPCs and executions get this long on SIGTERM
     watch_poll_interval_seconds = 0.15
@@ -95,13 +96,35 @@ class _Section(BaseModel):
 
 
 class Workers(_Section):
-    pool_size: int = Field(default=4, ge=0)
-    poll_interval_seconds: float = Field(default=0.5, gt=0)
-    lease_seconds: float = Field(default=30.0, gt=0)
-    queue_capacity: int | None = Field(default=None, ge=0)
+    pool_size: int = Field(default=4, ge=0, description="Executions this process runs at once.")
+    poll_interval_seconds: float = Field(
+        default=0.5,
+        gt=0,
+        description="How often workers poll the queue and responses for writes of other replicas.",
+    )
+    lease_seconds: float = Field(
+        default=30.0,
+        gt=0,
+        description="The worker lease; recovery fails (or hands on) the work of a replica "
+        "whose lease ran out.",
+    )
+    queue_capacity: int | None = Field(
+        default=None,
+        ge=0,
+        description="Queued executions before Submit answers RESOURCE_EXHAUSTED; unset: no limit.",
+    )
     # An abandoned round must not wait forever: a default deadline, and a maximum.
-    default_round_timeout_seconds: float | None = Field(default=86_400.0, gt=0)
-    max_round_timeout_seconds: float | None = Field(default=604_800.0, gt=0)
+    default_round_timeout_seconds: float | None = Field(
+        default=86_400.0,
+        gt=0,
+        description="A managed round's deadline when its spec sets no round_timeout.",
+    )
+    max_round_timeout_seconds: float | None = Field(
+        default=604_800.0,
+        gt=0,
+        description="The longest round_timeout a spec may set (Submit fails INVALID_ARGUMENT "
+        "above it).",
+    )
 
     @model_validator(mode="after")
     def _default_within_maximum(self) -> Workers:
@@ -137,10 +160,23 @@ def check_listen(address: str) -> str:
 
 
 class Codex(_Section):
-    binary: str | None = None
-    base_url: str | None = None
-    env_key: str | None = None
-    auth_home: str | None = None
+    binary: str | None = Field(
+        default=None,
+        description="The Codex CLI; default: M3_CODEX_BIN, else scripts/setup-codex.sh's install.",
+    )
+    base_url: str | None = Field(
+        default=None,
+        description="A Responses API base URL (M3_CODEX_BASE_URL); unset: OpenAI.",
+    )
+    env_key: str | None = Field(
+        default=None,
+        description="The variable of the service's environment holding the API key "
+        "(M3_CODEX_ENV_KEY); only that one is passed to Codex.",
+    )
+    auth_home: str | None = Field(
+        default=None,
+        description="A signed-in CODEX_HOME whose auth.json is copied (M3_CODEX_AUTH_HOME).",
+    )
 
     def settings(self) -> CodexSettings:
         base = CodexSettings.from_env()
@@ -160,10 +196,23 @@ class TracingSection(_Section):
     """`[tracing]`: OTLP trace export. The standard OTEL_* variables (endpoint,
     headers, protocol, sampler, resource attributes) apply to what is unset here."""
 
-    enabled: bool = False
-    endpoint: str | None = None
-    protocol: OtlpProtocol | None = None
-    service_name: str | None = None
+    enabled: bool = Field(
+        default=False, description="Export traces; off: nothing of OpenTelemetry is loaded."
+    )
+    endpoint: str | None = Field(
+        default=None,
+        description="OTLP endpoint, e.g. http://127.0.0.1:4318/v1/traces; unset: "
+        "OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT decide.",
+    )
+    protocol: OtlpProtocol | None = Field(
+        default=None,
+        description='"http/protobuf" or "grpc"; unset: OTEL_EXPORTER_OTLP_(TRACES_)PROTOCOL, '
+        'else "http/protobuf".',
+    )
+    service_name: str | None = Field(
+        default=None,
+        description='The service.name resource; unset: OTEL_SERVICE_NAME, else "m3grpc".',
+    )
 
     def resolved_protocol(self, env: Mapping[str, str] = os.environ) -> OtlpProtocol:
         """The configured protocol, else the OTEL_* variables', else http/protobuf."""
@@ -184,26 +233,56 @@ class TracingSection(_Section):
 class LimitsSection(_Section):
     """`[limits]`: see m3grpc/runtime/limits.py (defaults there)."""
 
-    max_prompt_chars: int = Field(default=Limits.max_prompt_chars, ge=1)
-    max_tools: int = Field(default=Limits.max_tools, ge=1)
-    max_script_steps: int = Field(default=Limits.max_script_steps, ge=1)
-    max_spec_bytes: int = Field(default=Limits.max_spec_bytes, ge=1)
-    max_json_depth: int = Field(default=Limits.max_json_depth, ge=1, le=64)
-    max_request_keys: int = Field(default=Limits.max_request_keys, ge=1)
+    max_prompt_chars: int = Field(
+        default=Limits.max_prompt_chars, ge=1, description="Characters of AgentSpec.prompt."
+    )
+    max_tools: int = Field(
+        default=Limits.max_tools, ge=1, description="Entries of AgentSpec.tools."
+    )
+    max_script_steps: int = Field(
+        default=Limits.max_script_steps, ge=1, description="Steps of AgentSpec.script."
+    )
+    max_spec_bytes: int = Field(
+        default=Limits.max_spec_bytes, ge=1, description="A whole spec, as JSON."
+    )
+    max_json_depth: int = Field(
+        default=Limits.max_json_depth,
+        ge=1,
+        le=64,
+        description="Nesting of arguments, plan content and response content.",
+    )
+    max_request_keys: int = Field(
+        default=Limits.max_request_keys, ge=1, description="Request keys of one Respond."
+    )
     # Kept well under gRPC's 4 MB message limit, so every record stays readable.
     max_response_content_bytes: int = Field(
-        default=Limits.max_response_content_bytes, ge=1, le=1_000_000
+        default=Limits.max_response_content_bytes,
+        ge=1,
+        le=1_000_000,
+        description="All content of one Respond, as JSON.",
     )
     max_operation_result_bytes: int = Field(
-        default=Limits.max_operation_result_bytes, ge=1, le=1_000_000
+        default=Limits.max_operation_result_bytes,
+        ge=1,
+        le=1_000_000,
+        description="One stored operation result (larger: stored truncated).",
     )
-    max_result_bytes: int = Field(default=Limits.max_result_bytes, ge=1, le=3_000_000)
+    max_result_bytes: int = Field(
+        default=Limits.max_result_bytes,
+        ge=1,
+        le=3_000_000,
+        description="All operation results of one execution (past it: omitted).",
+    )
 
 
 class Inbox(_Section):
     """`[inbox]`: the web inbox's HTTP listen address (None: no inbox)."""
 
-    listen: str | None = None
+    listen: str | None = Field(
+        default=None,
+        description="HOST:PORT of the web inbox (its own HTTP port); unset: off "
+        "(--inbox-listen overrides it). No authentication: keep it on loopback.",
+    )
 
     @field_validator("listen")
     @classmethod
@@ -212,19 +291,65 @@ class Inbox(_Section):
 
 
 class ServiceConfig(_Section):
-    database: str = DEFAULT_DATABASE
-    listen: str = DEFAULT_LISTEN
-    shutdown_grace_seconds: float = Field(default=10.0, ge=0)
-    watch_poll_interval_seconds: float = Field(default=0.15, gt=0)
-    keepalive_seconds: float = Field(default=30.0, gt=0)
-    metrics_listen: str | None = None
-    health_check_interval_seconds: float = Field(default=5.0, gt=0)
-    workers: Workers = Field(default_factory=Workers)
-    limits: LimitsSection = Field(default_factory=LimitsSection)
-    servers: Mapping[str, ServerBinding] = Field(default_factory=dict)
-    codex: Codex = Field(default_factory=Codex)
-    tracing: TracingSection = Field(default_factory=TracingSection)
-    inbox: Inbox = Field(default_factory=Inbox)
+    database: str = Field(
+        default=DEFAULT_DATABASE,
+        description="An SQLite file path, or a SQLAlchemy URL such as "
+        "postgresql+psycopg://user@host/m3 (needs the `.[postgres]` extra) for several replicas.",
+    )
+    listen: str = Field(
+        default=DEFAULT_LISTEN,
+        description="HOST:PORT the gRPC API listens on; port 0 takes any free port "
+        "(the ready line prints it). --listen overrides it.",
+    )
+    shutdown_grace_seconds: float = Field(
+        default=10.0,
+        ge=0,
+        description="On SIGTERM/SIGINT, how long in-flight calls and executions get to finish.",
+    )
+    watch_poll_interval_seconds: float = Field(
+        default=0.15,
+        gt=0,
+        description="How often an idle WatchPending stream polls the event log "
+        "(for writes of other replicas).",
+    )
+    keepalive_seconds: float = Field(
+        default=30.0,
+        gt=0,
+        description="HTTP/2 keepalive pings, so idle WatchPending streams survive proxies.",
+    )
+    metrics_listen: str | None = Field(
+        default=None,
+        description="HOST:PORT of the Prometheus /metrics endpoint; unset: off "
+        "(--metrics-listen overrides it).",
+    )
+    health_check_interval_seconds: float = Field(
+        default=5.0,
+        gt=0,
+        description="How often the gRPC health status is re-checked "
+        "(database reachable, workers running).",
+    )
+    workers: Workers = Field(default_factory=Workers, description="The worker pool.")
+    limits: LimitsSection = Field(
+        default_factory=LimitsSection,
+        description="Input limits, checked before anything is stored "
+        "(INVALID_ARGUMENT with a field violation).",
+    )
+    servers: Mapping[str, ServerBinding] = Field(
+        default_factory=dict,
+        description="The MCP server bindings, by name; clients only ever name one.",
+    )
+    codex: Codex = Field(
+        default_factory=Codex,
+        description="The `codex` harness; each key overrides the M3_CODEX_* variable.",
+    )
+    tracing: TracingSection = Field(
+        default_factory=TracingSection,
+        description="OpenTelemetry traces (the `tracing` extra); off by default.",
+    )
+    inbox: Inbox = Field(
+        default_factory=Inbox,
+        description="The web inbox (answer rounds in a browser); off by default.",
+    )
 
     @field_validator("database")
     @classmethod

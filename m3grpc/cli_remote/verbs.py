@@ -19,7 +19,7 @@ from m3grpc.cli_remote import exits, views
 from m3grpc.cli_remote.exits import CliInputError, NoPendingRound, WaitTimedOut
 from m3grpc.cli_remote.inputs import read_json_object, read_spec_file
 from m3grpc.cli_remote.interactive import Aborted, Prompter, answer_round
-from m3grpc.cli_remote.rounds import RoundsClient, round_document
+from m3grpc.cli_remote.rounds import round_document
 from m3grpc.client import ExecutionFinished, RemoteMCPTestKit
 from m3grpc.errors import FieldViolation, M3Error, ModelValidationError
 from m3grpc.types import (
@@ -31,7 +31,6 @@ from m3grpc.types import (
     FormElicitationRequest,
     ManagedInputStatus,
 )
-from m3grpc.wire import messages
 
 # Each call's deadline (Result and pending waits have their own).
 CALL_TIMEOUT = 30.0
@@ -254,10 +253,8 @@ def _target_round(
         if found is None:
             raise NoPendingRound(f"no round of execution {args.execution} is pending")
         return found.round_id, found.requests
-    with RoundsClient(args.server, timeout=CALL_TIMEOUT) as rounds:
-        message = rounds.get(args.round_id)
-    requests = {key: messages.request_model(value) for key, value in message.requests.items()}
-    return message.round_id, requests
+    view = kit.get_round(args.round_id)
+    return view.round_id, view.requests
 
 
 def _responses(
@@ -305,8 +302,8 @@ def _accepted(
 
 
 def rounds_get(args: argparse.Namespace) -> int:
-    with RoundsClient(args.server, timeout=CALL_TIMEOUT) as rounds:
-        document = round_document(rounds.get(args.round_id))
+    with remote_kit(args) as kit:
+        document = round_document(kit.get_round(args.round_id))
     emit(args, document, views.round_text(document))
     return exits.OK
 
@@ -314,23 +311,23 @@ def rounds_get(args: argparse.Namespace) -> int:
 def rounds_list(args: argparse.Namespace) -> int:
     statuses = [ManagedInputStatus(value) for value in args.status or ()]
     documents: list[dict[str, Any]] = []
-    token = args.page_token or ""
-    with RoundsClient(args.server, timeout=CALL_TIMEOUT) as rounds:
+    token = args.page_token or None
+    with remote_kit(args) as kit:
         while True:
-            page = rounds.list(
+            page = kit.list_rounds(
                 execution_id=args.execution,
                 statuses=statuses,
                 page_size=args.page_size,
                 page_token=token,
             )
-            documents.extend(round_document(message) for message in page.rounds)
+            documents.extend(round_document(view) for view in page.rounds)
             token = page.next_page_token
             if not (args.all and token):
                 break
     text = views.rounds_table(documents) if documents else "no rounds"
     if token:
         text += f"\nmore: --page-token {token}"
-    emit(args, {"rounds": documents, "next_page_token": token}, text)
+    emit(args, {"rounds": documents, "next_page_token": token or ""}, text)
     return exits.OK
 
 

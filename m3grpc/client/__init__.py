@@ -25,6 +25,7 @@ from m3grpc.client.sync import (
 )
 from m3grpc.servers import ServerDescription, ServerListingError, ToolDescription
 from m3grpc.submit_options import RespondOutcome
+from m3grpc.types import RoundPage, RoundView
 from m3grpc.wire.events import (
     ExecutionFinished,
     RoundLeftPending,
@@ -44,7 +45,9 @@ __all__ = [
     "RemoteMCPTestKit",
     "RespondOutcome",
     "RoundLeftPending",
+    "RoundPage",
     "RoundPending",
+    "RoundView",
     "ServerDescription",
     "ServerListingError",
     "ToolDescription",

@@ -26,7 +26,10 @@ from m3grpc.types import (
     ExecutionResult,
     ExecutionState,
     HumanInput,
+    ManagedInputStatus,
     PendingElicitationRound,
+    RoundPage,
+    RoundView,
 )
 from m3grpc.wire import requests
 from m3grpc.wire.events import WatchEvent, event_from_message
@@ -105,6 +108,21 @@ class AsyncRemoteMCPTestKit:
     ) -> list[ServerDescription]:
         """As RemoteMCPTestKit.list_servers."""
         return await self._run(calls.list_servers(names or (), include_tools, self.timeout))
+
+    async def get_round(self, round_id: str) -> RoundView:
+        """As RemoteMCPTestKit.get_round."""
+        return await self._run(calls.get_round(round_id))
+
+    async def list_rounds(
+        self,
+        *,
+        execution_id: str | None = None,
+        statuses: Sequence[ManagedInputStatus | str] = (),
+        page_size: int = 0,
+        page_token: str | None = None,
+    ) -> RoundPage:
+        """As RemoteMCPTestKit.list_rounds."""
+        return await self._run(calls.list_rounds(execution_id, statuses, page_size, page_token))
 
     async def _submit(
         self, request: execution_service_pb2.SubmitRequest

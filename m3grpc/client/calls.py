@@ -17,9 +17,12 @@ from m3grpc.types import (
     ElicitationResponse,
     ExecutionResult,
     ExecutionState,
+    ManagedInputStatus,
     PendingElicitationRound,
+    RoundPage,
+    RoundView,
 )
-from m3grpc.wire import messages, requests, servers
+from m3grpc.wire import convert, messages, requests, servers
 from m3grpc.wire.gen.m3.v1 import (
     elicitation_service_pb2,
     elicitation_service_pb2_grpc,
@@ -131,6 +134,34 @@ def list_servers(
         servers.server_models,
         deadline,
     )
+
+
+def get_round(round_id: str) -> Call[RoundView]:
+    """GetRound: any round by ID, its answer redacted."""
+    return Call(
+        lambda stubs: stubs.elicitation.GetRound,
+        elicitation_service_pb2.GetRoundRequest(round_id=round_id),
+        lambda reply: messages.round_view_model(reply.round),
+    )
+
+
+def list_rounds(
+    execution_id: str | None,
+    statuses: Sequence[ManagedInputStatus | str],
+    page_size: int,
+    page_token: str | None,
+) -> Call[RoundPage]:
+    """ListRounds: one page, oldest first (AIP-158)."""
+    request = elicitation_service_pb2.ListRoundsRequest(
+        page_size=page_size,
+        page_token=page_token or "",
+        execution_id=execution_id or "",
+        statuses=[
+            convert.MANAGED_INPUT_STATUS.wire(ManagedInputStatus(status).value)
+            for status in statuses
+        ],
+    )
+    return Call(lambda stubs: stubs.elicitation.ListRounds, request, messages.round_page_model)
 
 
 def watch_request(

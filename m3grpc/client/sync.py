@@ -29,7 +29,10 @@ from m3grpc.types import (
     ExecutionResult,
     ExecutionState,
     HumanInput,
+    ManagedInputStatus,
     PendingElicitationRound,
+    RoundPage,
+    RoundView,
 )
 from m3grpc.wire import requests
 from m3grpc.wire.events import WatchEvent, event_from_message
@@ -118,6 +121,24 @@ class RemoteMCPTestKit:
         `include_tools`, each with its tools or `tools_error` (the service connects
         to each server). An unknown name raises ServerBindingNotFoundError."""
         return self._run(calls.list_servers(names or (), include_tools, self.timeout))
+
+    def get_round(self, round_id: str) -> RoundView:
+        """One round by ID (any status), its answer redacted: the actions and content
+        keys, never content values. An unknown ID raises RoundNotFoundError."""
+        return self._run(calls.get_round(round_id))
+
+    def list_rounds(
+        self,
+        *,
+        execution_id: str | None = None,
+        statuses: Sequence[ManagedInputStatus | str] = (),
+        page_size: int = 0,
+        page_token: str | None = None,
+    ) -> RoundPage:
+        """One page of rounds, oldest first: all, or one execution's, or those in
+        `statuses`. Pass the page's `next_page_token` (with the same filters) for
+        the next; `page_size` 0 is the service's default (50)."""
+        return self._run(calls.list_rounds(execution_id, statuses, page_size, page_token))
 
     def _submit(self, request: execution_service_pb2.SubmitRequest) -> RemoteExecutionHandle:
         return RemoteExecutionHandle(self, self._run(calls.submit(request)))

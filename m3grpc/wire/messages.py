@@ -27,10 +27,12 @@ from m3grpc.types import (
     OperationResult,
     PendingElicitationRound,
     RedactedResponses,
+    RoundPage,
+    RoundView,
     UrlElicitationRequest,
 )
 from m3grpc.wire import convert
-from m3grpc.wire.gen.m3.v1 import elicitation_pb2, execution_pb2
+from m3grpc.wire.gen.m3.v1 import elicitation_pb2, elicitation_service_pb2, execution_pb2
 
 # -- elicitation requests ---------------------------------------------------------
 
@@ -163,6 +165,68 @@ def elicitation_round_message(
         if value is not None:
             getattr(message, field).CopyFrom(convert.timestamp(value))
     return message
+
+
+_ROUND_TIMES = (
+    ("deadline", "deadline"),
+    ("response_validated_at", "response_validate_time"),
+    ("delivery_started_at", "delivery_start_time"),
+    ("delivered_at", "deliver_time"),
+    ("resolved_at", "resolve_time"),
+    ("failed_at", "fail_time"),
+)
+
+
+def round_view_model(message: elicitation_pb2.ElicitationRound) -> RoundView:
+    """The operator's view of a round as the client reads it (GetRound, ListRounds)."""
+    status = managed_input_status_model(message.status)
+    if status is None:
+        raise ValueError(f"round {message.round_id} has a status this client does not know")
+    responses = None
+    if message.HasField("responses"):
+        redacted = message.responses
+        responses = RedactedResponses.model_validate(
+            {
+                "round_id": message.round_id,
+                "status": status,
+                "idempotency_key": redacted.idempotency_key or None,
+                "actions": {
+                    key: convert.ACTION.model(value.action)
+                    for key, value in redacted.responses.items()
+                },
+                "content_keys": {
+                    key: tuple(value.content_keys) for key, value in redacted.responses.items()
+                },
+                "digest": redacted.digest or None,
+            }
+        )
+    times = {name: convert.optional_timestamp(message, field) for name, field in _ROUND_TIMES}
+    return RoundView(
+        round_id=message.round_id,
+        execution_id=message.execution_id,
+        logical_operation_id=message.logical_operation_id,
+        server=message.server,
+        operation_kind=convert.operation_kind(message.operation_kind),
+        operation_name=message.operation_name,
+        round_index=message.round_index,
+        round_limit=message.round_limit,
+        status=status,
+        requests={key: request_model(value) for key, value in message.requests.items()},
+        responses=responses,
+        delivery_attempts=message.delivery_attempts,
+        created_at=convert.from_timestamp(message.create_time),
+        updated_at=convert.from_timestamp(message.update_time),
+        failure_code=message.failure_code or None,
+        failure_message=message.failure_message or None,
+        **times,
+    )
+
+
+def round_page_model(message: elicitation_service_pb2.ListRoundsResponse) -> RoundPage:
+    return RoundPage(
+        rounds=tuple(round_view_model(item) for item in message.rounds),
+        next_page_token=message.next_page_token or None,
+    )
 
 
 # -- responses ------------------------------------------------------------------------

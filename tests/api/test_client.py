@@ -192,3 +192,61 @@ async def test_async_client(shared_server: ServerProcess) -> None:
         await handle.cancel()  # idempotent on a finished execution
         with pytest.raises(ExecutionNotFoundError):
             await kit.handle("exe_missing").result(timeout=1)
+
+
+def test_rounds_by_id_and_by_page(shared_server: ServerProcess) -> None:
+    with RemoteMCPTestKit(shared_server.address) as kit:
+        handle = kit.agents([{"harness": "scripted", "models": []}])[0].submit(
+            "p", server=shipping_server, tools=["shipping:book_shipment"], human_input="managed"
+        )
+        first = next(e for e in handle.watch_pending() if isinstance(e, RoundPending))
+        round_id = first.round.round_id
+        asked = kit.get_round(round_id)
+        assert asked.status is ManagedInputStatus.PENDING
+        assert asked.execution_id == handle.execution_id and asked.responses is None
+        assert asked.requests == first.round.requests
+        assert asked.round_index == 0 and asked.resolved_at is None
+        waiting = kit.list_rounds(execution_id=handle.execution_id, statuses=["pending"])
+        assert [view.round_id for view in waiting.rounds] == [round_id]
+
+        handle.respond_elicitation(
+            round_id,
+            {"shipping_address": ElicitationResponse(action="accept", content=ADDRESS)},
+            idempotency_key="rounds-view",
+        )
+        assert handle.result(timeout=120).outcome is ExecutionOutcome.SUCCEEDED
+        answered = kit.get_round(round_id)
+        assert answered.status is ManagedInputStatus.RESOLVED
+        assert answered.resolved_at is not None and answered.delivery_attempts == 1
+        assert answered.responses is not None
+        assert answered.responses.idempotency_key == "rounds-view"
+        assert dict(answered.responses.actions) == {"shipping_address": "accept"}
+        assert sorted(answered.responses.content_keys["shipping_address"]) == ["city", "street"]
+        assert ADDRESS["city"] not in answered.model_dump_json()  # redacted: no content values
+
+        page = kit.list_rounds(execution_id=handle.execution_id, page_size=1)
+        assert page.rounds == (answered,) and page.next_page_token is None
+        still_pending = kit.list_rounds(
+            execution_id=handle.execution_id, statuses=[ManagedInputStatus.PENDING]
+        )
+        assert still_pending.rounds == ()
+        with pytest.raises(RoundNotFoundError):
+            kit.get_round("rnd_missing")
+        with pytest.raises(ManagedInputValidationError):
+            kit.list_rounds(page_size=-1)
+
+
+async def test_async_rounds_match_the_sync_ones(shared_server: ServerProcess) -> None:
+    with RemoteMCPTestKit(shared_server.address) as kit:
+        handle = kit.agents([{"harness": "scripted", "models": []}])[0].submit(
+            "p", server=shipping_server, tools=["shipping:book_shipment"], human_input="managed"
+        )
+        first = next(e for e in handle.watch_pending() if isinstance(e, RoundPending))
+        expected = kit.get_round(first.round.round_id)
+    async with AsyncRemoteMCPTestKit(shared_server.address) as remote:
+        assert await remote.get_round(expected.round_id) == expected
+        page = await remote.list_rounds(execution_id=expected.execution_id)
+        assert page.rounds == (expected,)
+        with pytest.raises(RoundNotFoundError):
+            await remote.get_round("rnd_missing")
+        await remote.handle(expected.execution_id).cancel()
