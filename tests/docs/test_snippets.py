@@ -43,6 +43,7 @@ from tests.storage.conftest import POSTGRES_URL, postgres_database
 DOCUMENTS = ("README.md", "clients/typescript/README.md", "clients/go/README.md")
 CODE_LANGUAGES = {"python", "bash", "sh", "shell", "ts", "typescript", "js", "go"}
 NOT_CODE = {"text", "", "mermaid"}  # a transcript, output, a diagram (test_generated_docs)
+CONFIG = {"toml"}  # config file fragments: each must load as a valid configuration
 DEFAULT_ADDRESS = "127.0.0.1:50051"
 FENCE = re.compile(r"^```(\S*)\s*$")
 
@@ -201,6 +202,7 @@ def serving(code: str, context: Context) -> Iterator[tuple[str, str]]:
     what it printed and its address, then stop it with SIGTERM (a clean exit)."""
     code = re.sub(r"\bserve\b", "serve --listen 127.0.0.1:0", code, count=1)
     code = re.sub(r"--metrics-listen \S+", "--metrics-listen 127.0.0.1:0", code)
+    code = re.sub(r"--inbox-listen \S+", "--inbox-listen 127.0.0.1:0", code)
     process = subprocess.Popen(
         ["bash", "-e", "-c", code],
         cwd=context.workdir,
@@ -239,6 +241,9 @@ def serve(key: str, context: Context) -> str:
             if line.startswith("m3grpc metrics on "):
                 with urllib.request.urlopen(line.split()[-1], timeout=30) as page:
                     assert b"m3_rpcs_total" in page.read()
+            if line.startswith("m3grpc inbox on "):
+                with urllib.request.urlopen(line.split()[-1], timeout=30) as page:
+                    assert b"<html" in page.read().lower()
     return printed
 
 
@@ -284,6 +289,12 @@ def serve_observed(context: Context) -> None:
     )
 
 
+def serve_inbox(context: Context) -> None:
+    assert "m3grpc inbox on http://127.0.0.1:" in serve(
+        "README.md > Answering rounds in a browser: the web inbox > bash[0]", context
+    )
+
+
 def serve_for_go(context: Context) -> None:
     serve("clients/go/README.md > Example > bash[0]", context)
 
@@ -323,6 +334,7 @@ RUNS: dict[str, Callable[[Context], None]] = {
     "README.md > Operating it: check-config, db upgrade, health > bash[0]": operating_commands,
     "README.md > Operating: logs, metrics, health > bash[0]": serve_observed,
     "README.md > Run N replicas on PostgreSQL > bash[0]": replicas,
+    "README.md > Answering rounds in a browser: the web inbox > bash[0]": serve_inbox,
     "README.md > Python remote client > python[0]": remote_python,
     "README.md > The command line: remote verbs > bash[0]": cli_session,
     "clients/typescript/README.md > Depend on it from another project > bash[0]": (
@@ -342,6 +354,11 @@ RUN_ELSEWHERE: dict[str, str] = {
 }
 
 SKIPS: dict[str, str] = {
+    "clients/typescript/README.md > API > ts[0]": (
+        "a fragment showing how to pass an OpenTelemetry interceptor (it needs "
+        "@opentelemetry/api, not a dependency here); tests/api/test_tracing.py and the "
+        "client's interceptors.test.ts cover propagation"
+    ),
     "README.md > The two commands > bash[0]": (
         "installs the package into a new virtual environment (minutes of pip) and runs "
         "scripts/test.sh, the command that runs this test; tests/test_demo.py runs the demo "
@@ -367,7 +384,8 @@ SKIPS: dict[str, str] = {
 def test_every_code_block_is_accounted_for() -> None:
     found = blocks()
     languages = {entry.language for entry in found}
-    assert languages <= CODE_LANGUAGES | NOT_CODE, f"unclassified: {languages - CODE_LANGUAGES}"
+    unclassified = languages - CODE_LANGUAGES - NOT_CODE - CONFIG
+    assert not unclassified, f"unclassified: {unclassified}"
     code = {entry.key for entry in found if entry.language in CODE_LANGUAGES}
     assert len(code) == len([e for e in found if e.language in CODE_LANGUAGES])
     accounted = [*RUNS, *RUN_ELSEWHERE, *SKIPS]
@@ -385,3 +403,16 @@ def test_every_code_block_is_accounted_for() -> None:
 @pytest.mark.parametrize("key", sorted(RUNS))
 def test_the_block_runs_as_written(key: str, context: Context) -> None:
     RUNS[key](context)
+
+
+@pytest.mark.parametrize(
+    "key", sorted(entry.key for entry in blocks() if entry.language in CONFIG) or ["none"]
+)
+def test_the_config_fragment_is_a_valid_configuration(key: str, tmp_path: Path) -> None:
+    if key == "none":
+        pytest.skip("no TOML fragments in the READMEs")
+    from m3grpc.api.config import load_config
+
+    path = tmp_path / "fragment.toml"
+    path.write_text(block(key).code)
+    load_config(str(path))  # raises ConfigError on an unknown key or a bad value
