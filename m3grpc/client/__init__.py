@@ -18,6 +18,7 @@ from m3grpc.client.aio import (
     AsyncRemoteExecutionHandle,
     AsyncRemoteMCPTestKit,
 )
+from m3grpc.client.calls import TlsOptions
 from m3grpc.client.sync import (
     RemoteAgent,
     RemoteExecutionHandle,
@@ -47,6 +48,7 @@ __all__ = [
     "RoundPending",
     "ServerDescription",
     "ServerListingError",
+    "TlsOptions",
     "ToolDescription",
     "WatchEvent",
 ]

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 import grpc
 
 from m3grpc.client import calls
-from m3grpc.client.calls import CHANNEL_OPTIONS, Call, Stubs
+from m3grpc.client.calls import Call, Connection, Stubs, TlsOptions
 from m3grpc.servers import ServerDescription
 from m3grpc.specs import AgentSpec, ElicitationPlan, OperationSpec, PermissionPolicy, ScriptStep
 from m3grpc.submit_options import RespondOutcome, SubmitOptions
@@ -39,8 +39,23 @@ R = TypeVar("R")
 class AsyncRemoteMCPTestKit:
     """Like RemoteMCPTestKit, with awaitable methods; create it inside the event loop."""
 
-    def __init__(self, target: str, *, timeout: float | None = 30.0) -> None:
-        self._channel = grpc.aio.insecure_channel(target, options=CHANNEL_OPTIONS)
+    def __init__(
+        self,
+        target: str,
+        *,
+        timeout: float | None = 30.0,
+        tls: TlsOptions | None = None,
+        token: str | None = None,
+        metadata: Mapping[str, str] | None = None,
+    ) -> None:
+        connection = Connection.of(tls, token, metadata)
+        if connection.credentials is not None:
+            self._channel = grpc.aio.secure_channel(
+                target, connection.credentials, options=connection.options
+            )
+        else:
+            self._channel = grpc.aio.insecure_channel(target, options=connection.options)
+        self._metadata = connection.call_metadata()
         self._stubs = Stubs.on(self._channel)
         self.timeout = timeout
 
@@ -86,7 +101,9 @@ class AsyncRemoteMCPTestKit:
     async def watch_pending(
         self, *, execution_id: str | None = None, cursor: str | None = None
     ) -> AsyncIterator[WatchEvent]:
-        call = self._stubs.executions.WatchPending(calls.watch_request(execution_id, cursor))
+        call = self._stubs.executions.WatchPending(
+            calls.watch_request(execution_id, cursor), metadata=self._metadata
+        )
         try:
             async for message in call:
                 event = event_from_message(message)
@@ -111,7 +128,9 @@ class AsyncRemoteMCPTestKit:
     async def _run(self, call: Call[R]) -> R:
         deadline = self.timeout if call.deadline == calls.KIT_TIMEOUT else call.deadline
         try:
-            reply = await call.method(self._stubs)(call.request, timeout=deadline)
+            reply = await call.method(self._stubs)(
+                call.request, timeout=deadline, metadata=self._metadata
+            )
         except grpc.RpcError as error:
             raise typed_error(error) from error
         return call.read(reply)
