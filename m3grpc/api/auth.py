@@ -64,8 +64,14 @@ def current_principal() -> Principal | None:
     return CURRENT_PRINCIPAL.get()
 
 
-def owner_filter() -> str | None:
-    """The owner whose executions the caller may see: None for all (no auth, or an admin)."""
+def principal_name() -> str | None:
+    """Who a new execution belongs to: the caller, or None without authentication."""
+    principal = CURRENT_PRINCIPAL.get()
+    return None if principal is None else principal.name
+
+
+def principal_filter() -> str | None:
+    """Whose executions the caller may see: None for all (no auth, or an admin)."""
     principal = CURRENT_PRINCIPAL.get()
     if principal is None or principal.is_admin:
         return None

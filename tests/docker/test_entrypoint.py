@@ -28,9 +28,9 @@ def test_without_a_config_it_writes_one_and_serves(tmp_path: Path) -> None:
     log = (tmp_path / "server.log").read_text()
     # M3_LOG_LEVEL defaults to info: serve logged the check-config summary.
     assert f"config check: ok    config: {written}" in log, log
-    assert "config check: ok    database: " in log and "revision 0001" in log, log
+    assert "config check: ok    database: " in log and "revision 0002" in log, log
     with sqlite3.connect(database) as conn:
-        assert conn.execute("SELECT version_num FROM m3_schema_version").fetchall() == [("0001",)]
+        assert conn.execute("SELECT version_num FROM m3_schema_version").fetchall() == [("0002",)]
 
 
 def test_a_config_in_the_environment_and_the_operator_commands(tmp_path: Path) -> None:
