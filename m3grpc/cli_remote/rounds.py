@@ -15,7 +15,7 @@ from typing import Any
 
 import grpc
 
-from m3grpc.client.calls import CHANNEL_OPTIONS
+from m3grpc.client.calls import Connection
 from m3grpc.types import ManagedInputStatus
 from m3grpc.wire import convert, messages
 from m3grpc.wire.gen.m3.v1 import (
@@ -27,8 +27,12 @@ from m3grpc.wire.status import typed_error
 
 
 class RoundsClient:
-    def __init__(self, target: str, *, timeout: float | None) -> None:
-        self._channel = grpc.insecure_channel(target, options=CHANNEL_OPTIONS)
+    def __init__(
+        self, target: str, *, timeout: float | None, connection: Connection | None = None
+    ) -> None:
+        connection = connection or Connection.of(None, None, None)
+        self._channel = connection.sync_channel(target)
+        self._metadata = connection.call_metadata()
         self._stub = elicitation_service_pb2_grpc.ElicitationServiceStub(self._channel)  # type: ignore[no-untyped-call]
         self._timeout = timeout
 
@@ -71,7 +75,7 @@ class RoundsClient:
 
     def _call(self, method: Callable[..., Any], request: Any) -> Any:
         try:
-            return method(request, timeout=self._timeout)
+            return method(request, timeout=self._timeout, metadata=self._metadata)
         except grpc.RpcError as error:
             raise typed_error(error) from error
 

@@ -20,6 +20,7 @@ from m3grpc.cli_remote.exits import CliInputError, NoPendingRound, WaitTimedOut
 from m3grpc.cli_remote.inputs import read_json_object, read_spec_file
 from m3grpc.cli_remote.interactive import Aborted, Prompter, answer_round
 from m3grpc.cli_remote.rounds import RoundsClient, round_document
+from m3grpc.cli_remote.security import connection_from_env, tls_from_env, token_from_env
 from m3grpc.client import ExecutionFinished, RemoteMCPTestKit
 from m3grpc.errors import FieldViolation, M3Error, ModelValidationError
 from m3grpc.types import (
@@ -54,7 +55,9 @@ def note(text: str) -> None:
 
 @contextmanager
 def remote_kit(args: argparse.Namespace) -> Iterator[RemoteMCPTestKit]:
-    with RemoteMCPTestKit(args.server, timeout=CALL_TIMEOUT) as kit:
+    with RemoteMCPTestKit(
+        args.server, timeout=CALL_TIMEOUT, tls=tls_from_env(), token=token_from_env()
+    ) as kit:
         yield kit
 
 
@@ -254,7 +257,9 @@ def _target_round(
         if found is None:
             raise NoPendingRound(f"no round of execution {args.execution} is pending")
         return found.round_id, found.requests
-    with RoundsClient(args.server, timeout=CALL_TIMEOUT) as rounds:
+    with RoundsClient(
+        args.server, timeout=CALL_TIMEOUT, connection=connection_from_env()
+    ) as rounds:
         message = rounds.get(args.round_id)
     requests = {key: messages.request_model(value) for key, value in message.requests.items()}
     return message.round_id, requests
@@ -305,7 +310,9 @@ def _accepted(
 
 
 def rounds_get(args: argparse.Namespace) -> int:
-    with RoundsClient(args.server, timeout=CALL_TIMEOUT) as rounds:
+    with RoundsClient(
+        args.server, timeout=CALL_TIMEOUT, connection=connection_from_env()
+    ) as rounds:
         document = round_document(rounds.get(args.round_id))
     emit(args, document, views.round_text(document))
     return exits.OK
@@ -315,7 +322,9 @@ def rounds_list(args: argparse.Namespace) -> int:
     statuses = [ManagedInputStatus(value) for value in args.status or ()]
     documents: list[dict[str, Any]] = []
     token = args.page_token or ""
-    with RoundsClient(args.server, timeout=CALL_TIMEOUT) as rounds:
+    with RoundsClient(
+        args.server, timeout=CALL_TIMEOUT, connection=connection_from_env()
+    ) as rounds:
         while True:
             page = rounds.list(
                 execution_id=args.execution,

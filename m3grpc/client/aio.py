@@ -49,12 +49,7 @@ class AsyncRemoteMCPTestKit:
         metadata: Mapping[str, str] | None = None,
     ) -> None:
         connection = Connection.of(tls, token, metadata)
-        if connection.credentials is not None:
-            self._channel = grpc.aio.secure_channel(
-                target, connection.credentials, options=connection.options
-            )
-        else:
-            self._channel = grpc.aio.insecure_channel(target, options=connection.options)
+        self._channel = connection.aio_channel(target)
         self._metadata = connection.call_metadata()
         self._stubs = Stubs.on(self._channel)
         self.timeout = timeout

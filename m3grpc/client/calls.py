@@ -96,13 +96,19 @@ class Connection:
             entries.append(("authorization", f"Bearer {token}"))
         return cls(tls.credentials() if tls is not None else None, options, tuple(entries))
 
-    def call_metadata(
-        self, extra: Mapping[str, str] | None = None
-    ) -> tuple[tuple[str, str], ...] | None:
-        entries = self.metadata + tuple(
-            (key.lower(), value) for key, value in (extra or {}).items()
-        )
-        return entries or None
+    def sync_channel(self, target: str) -> grpc.Channel:
+        if self.credentials is not None:
+            return grpc.secure_channel(target, self.credentials, options=self.options)
+        return grpc.insecure_channel(target, options=self.options)
+
+    def aio_channel(self, target: str) -> grpc.aio.Channel:
+        if self.credentials is not None:
+            return grpc.aio.secure_channel(target, self.credentials, options=self.options)
+        return grpc.aio.insecure_channel(target, options=self.options)
+
+    def call_metadata(self) -> tuple[tuple[str, str], ...] | None:
+        """The metadata of every call (None: none)."""
+        return self.metadata or None
 
 
 # The kit's own per-call deadline (its `timeout`), unless a call carries one.

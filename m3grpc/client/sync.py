@@ -56,12 +56,7 @@ class RemoteMCPTestKit:
         metadata: Mapping[str, str] | None = None,
     ) -> None:
         connection = Connection.of(tls, token, metadata)
-        if connection.credentials is not None:
-            self._channel = grpc.secure_channel(
-                target, connection.credentials, options=connection.options
-            )
-        else:
-            self._channel = grpc.insecure_channel(target, options=connection.options)
+        self._channel = connection.sync_channel(target)
         self._metadata = connection.call_metadata()
         self._stubs = Stubs.on(self._channel)
         self.timeout = timeout

@@ -5,6 +5,7 @@ health checking, and the refusal to serve beyond loopback without them."""
 from __future__ import annotations
 
 import contextlib
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -24,6 +25,7 @@ from tests.api.test_startup import refused
 from tests.support.certs import Authority, Pair
 
 ALICE = "alice-secret-token-7f3a"
+SERVE_CLI = (sys.executable, "-m", "m3grpc.cli")
 ROOT_TOKEN = "root-secret-token-91c2"
 
 
@@ -260,3 +262,24 @@ def test_hash_token_prints_the_configured_form() -> None:
         check=True,
     )
     assert done.stdout.strip() == token_hash(ALICE)
+
+
+def test_the_remote_verbs_take_tls_and_the_token_from_the_environment(
+    token_server: ServerProcess, pki: Pki
+) -> None:
+    def rounds_list(**env: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [*SERVE_CLI, "rounds", "list", "--server", token_server.address, "--json"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+            env={**os.environ, "M3_TLS_CA": str(pki.ca.cert), **env},
+        )
+
+    done = rounds_list(M3_TOKEN=ALICE)
+    assert done.returncode == 0, done.stderr
+    refused_call = rounds_list()
+    assert refused_call.returncode == 2, refused_call.stderr
+    assert refused_call.stderr.startswith("m3grpc: UNAUTHENTICATED: "), refused_call.stderr
