@@ -283,3 +283,16 @@ def test_the_remote_verbs_take_tls_and_the_token_from_the_environment(
     refused_call = rounds_list()
     assert refused_call.returncode == 2, refused_call.stderr
     assert refused_call.stderr.startswith("m3grpc: UNAUTHENTICATED: "), refused_call.stderr
+
+
+def test_the_health_command_checks_a_tls_server(token_server: ServerProcess, pki: Pki) -> None:
+    done = subprocess.run(
+        [*SERVE_CLI, "health", "--server", token_server.address],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={**os.environ, "M3_TLS_CA": str(pki.ca.cert)},
+    )
+    assert (done.returncode, done.stdout.strip()) == (0, "SERVING"), done.stderr
