@@ -296,3 +296,20 @@ def test_the_health_command_checks_a_tls_server(token_server: ServerProcess, pki
         env={**os.environ, "M3_TLS_CA": str(pki.ca.cert)},
     )
     assert (done.returncode, done.stdout.strip()) == (0, "SERVING"), done.stderr
+
+
+def test_a_client_certificate_is_its_common_name_and_role() -> None:
+    from m3grpc.api.auth import Authenticator, Principal
+    from m3grpc.api.config import Auth
+
+    with_certificates = Authenticator(Auth(admin_certificates=("ops",)), certificates=True)
+    assert with_certificates.authenticate([], {"x509_common_name": [b"ci-bot"]}) == Principal(
+        "ci-bot", "user"
+    )
+    assert with_certificates.authenticate([], {"x509_common_name": [b"ops"]}).is_admin
+    with pytest.raises(UnauthenticatedError):
+        with_certificates.authenticate([], {})
+    # Certificates count only when the service verifies them (a client CA).
+    without = Authenticator(Auth(admin_certificates=("ops",)), certificates=False)
+    with pytest.raises(UnauthenticatedError):
+        without.authenticate([], {"x509_common_name": [b"ops"]})
