@@ -3,6 +3,7 @@
 m3grpc serve [--config m3.toml] [--listen HOST:PORT] [--log-level LEVEL]
              [--log-format text|json] [--metrics-listen HOST:PORT]
              [--inbox-listen HOST:PORT]
+m3grpc hash-token     (reads a token on stdin, prints its `sha256:` config form)
 m3grpc db upgrade|status, check-config, health   (m3grpc/ops/)
 m3grpc demo ...        (when m3grpc.demo exists)
 m3grpc submit|status|result|cancel|pending|respond|watch|rounds ...
@@ -78,6 +79,20 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _hash_token(args: argparse.Namespace) -> int:
+    # The token comes on stdin, never as an argument (which shell history and
+    # `ps` would show). hashlib here, like m3grpc.api.auth.token_hash, so that
+    # this needs no server modules.
+    import hashlib
+
+    token = sys.stdin.readline().strip()
+    if not token:
+        print("m3grpc: hash-token reads the token from stdin; got none", file=sys.stderr)
+        return 2
+    print("sha256:" + hashlib.sha256(token.encode("utf-8")).hexdigest())
+    return 0
+
+
 # -- demo: a separate slot; the module is written elsewhere ----------------------------
 
 
@@ -116,6 +131,10 @@ def _parser() -> argparse.ArgumentParser:
         help="HOST:PORT for the web inbox (default: off, or the config's [inbox] listen)",
     )
     serve.set_defaults(run=_serve)
+    hash_token = commands.add_parser(
+        "hash-token", help="print the sha256: form of a bearer token read from stdin"
+    )
+    hash_token.set_defaults(run=_hash_token)
     register_ops_commands(commands, _require_server)  # db, check-config, health
     if _demo_available():
         demo = commands.add_parser("demo", help="run the demo", add_help=False)

@@ -176,3 +176,10 @@ class ServiceShuttingDownError(M3Error):
     reconnect and resume with the cursor of the last event processed."""
 
     reason = "SERVICE_SHUTTING_DOWN"
+
+
+class UnauthenticatedError(M3Error):
+    """The call carried no credentials, or ones the service does not accept
+    (UNAUTHENTICATED). `metadata["credentials"]` is `missing` or `invalid`."""
+
+    reason = "UNAUTHENTICATED"

@@ -47,6 +47,21 @@
     service_name = "m3grpc"           # omit: OTEL_SERVICE_NAME, else "m3grpc"
     [inbox]                           # the web inbox (answer rounds in a browser)
     listen = "127.0.0.1:8080"         # its own HTTP port; omit: off
+    allow_insecure = false            # serve beyond loopback without TLS and authentication
+
+    [tls]                             # serve TLS instead of plaintext
+    cert = "server.crt"               # PEM certificate chain
+    key = "server.key"                # PEM private key
+    client_ca = "clients-ca.crt"      # mutual TLS: verify client certificates with this CA
+    require_client_cert = true        # with client_ca: refuse a connection without one
+
+    [auth]                            # once configured, every call needs credentials
+    require_for_health = false        # health checking and reflection need them too
+    admin_certificates = ["ops"]      # client certificate common names with the admin role
+    [[auth.tokens]]                   # a bearer token, stored as its hash only
+    principal = "alice"
+    role = "user"                     # or "admin": sees every principal's executions
+    hash = "sha256:9f86d08..."        # printf %s "$TOKEN" | sha256sum
 
     [codex]                           # the `codex` harness (each key overrides M3_CODEX_*)
     binary = "tools/codex/node_modules/.../codex"   # default: scripts/setup-codex.sh's install
@@ -54,7 +69,7 @@
     env_key = "OPENAI_API_KEY"        # the variable (in the service's environment) with the key
     auth_home = "~/.codex"            # a signed-in CODEX_HOME whose auth.json is copied
 
-Every key is optional. Relative paths (database, cwd) are relative to the
+Every key is optional. Relative paths (database, cwd, TLS files) are relative to the
 service's working directory. A binding may also set `protocol` ("auto",
 "legacy" or "2026-07-28") and `roots` (what a server's `roots/list` is answered
 with, e.g. `roots = [{ uri = "file:///srv/project", name = "project" }]`; empty
@@ -63,7 +78,9 @@ by default). Clients only ever name a binding.
 
 from __future__ import annotations
 
+import ipaddress
 import os
+import re
 import tomllib
 from collections.abc import Mapping
 from datetime import timedelta
@@ -290,6 +307,81 @@ class Inbox(_Section):
         return None if value is None else check_listen(value)
 
 
+class Tls(_Section):
+    """`[tls]`: the server's certificate and key, and optionally a client CA (mTLS)."""
+
+    cert: str = Field(description="PEM certificate chain of the server.")
+    key: str = Field(description="PEM private key of the server.")
+    client_ca: str | None = Field(
+        default=None, description="Mutual TLS: verify client certificates with this CA (PEM)."
+    )
+    require_client_cert: bool = Field(
+        default=True, description="With client_ca: refuse a connection without a certificate."
+    )
+
+    @property
+    def verifies_clients(self) -> bool:
+        """Whether every connection must present a client certificate the CA signed."""
+        return self.client_ca is not None and self.require_client_cert
+
+
+_HASH = re.compile(r"sha256:[0-9a-f]{64}")
+
+
+class Token(_Section):
+    """One bearer token of `[[auth.tokens]]`: who it is and the SHA-256 of the secret."""
+
+    principal: str = Field(
+        min_length=1, max_length=200, description="Who the token is; owns what it submits."
+    )
+    role: Literal["user", "admin"] = Field(
+        default="user", description='"admin" sees and acts on every principal\'s executions.'
+    )
+    hash: str = Field(description="sha256:<64 hex digits> of the token (m3grpc hash-token).")
+
+    @field_validator("hash")
+    @classmethod
+    def _hash(cls, value: str) -> str:
+        # Only a hash is accepted, so a plaintext token in the file is an error
+        # (which never echoes the value).
+        value = value.strip().lower()
+        if not _HASH.fullmatch(value):
+            raise ValueError("must be sha256:<64 hex digits> (the SHA-256 of the token)")
+        return value
+
+
+class Auth(_Section):
+    """`[auth]`: bearer tokens, certificate principals, and what stays open."""
+
+    tokens: tuple[Token, ...] = Field(
+        default=(), description="The bearer tokens ([[auth.tokens]])."
+    )
+    require_for_health: bool = Field(
+        default=False, description="Health checking and reflection need credentials too."
+    )
+    admin_certificates: tuple[str, ...] = Field(
+        default=(), description="Client certificate common names with the admin role."
+    )
+
+    @field_validator("tokens")
+    @classmethod
+    def _unique(cls, tokens: tuple[Token, ...]) -> tuple[Token, ...]:
+        if len({token.hash for token in tokens}) != len(tokens):
+            raise ValueError("two tokens have the same hash")
+        return tokens
+
+
+def is_loopback(address: str) -> bool:
+    """Whether HOST:PORT listens on loopback only (127.0.0.0/8, ::1, localhost)."""
+    host = address.rpartition(":")[0].removeprefix("[").removesuffix("]")
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False  # another host name: it may resolve anywhere
+
+
 class ServiceConfig(_Section):
     database: str = Field(
         default=DEFAULT_DATABASE,
@@ -350,6 +442,23 @@ class ServiceConfig(_Section):
         default_factory=Inbox,
         description="The web inbox (answer rounds in a browser); off by default.",
     )
+    tls: Tls | None = Field(
+        default=None, description="Serve TLS (and optionally verify client certificates)."
+    )
+    auth: Auth = Field(
+        default_factory=Auth,
+        description="Bearer tokens and certificate principals; once configured, every call "
+        "needs credentials.",
+    )
+    allow_insecure: bool = Field(
+        default=False,
+        description="Serve beyond loopback without TLS and authentication (refused otherwise).",
+    )
+
+    @property
+    def authenticates(self) -> bool:
+        """Whether calls need credentials (a token, or a verified client certificate)."""
+        return bool(self.auth.tokens) or (self.tls is not None and self.tls.verifies_clients)
 
     @field_validator("database")
     @classmethod

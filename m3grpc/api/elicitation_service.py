@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from m3grpc.api import guard, tokens
+from m3grpc.api.auth import principal_filter
 from m3grpc.api.guard import Context
 from m3grpc.clipping import clip
 from m3grpc.errors import FieldViolation, ManagedInputValidationError
@@ -35,6 +36,8 @@ class ElicitationService(elicitation_service_pb2_grpc.ElicitationServiceServicer
             raise _invalid("execution_id", "must be a non-empty string")
         if len(request.execution_id) > MAX_ID_CHARS:
             raise _invalid("execution_id", f"must be at most {MAX_ID_CHARS} characters")
+        if (principal := principal_filter()) is not None:
+            await self._runtime.require_visible_execution(request.execution_id, principal)
         record = await self._runtime.pending_round(request.execution_id)
         if record is None:
             return pb.GetPendingResponse()
@@ -42,10 +45,15 @@ class ElicitationService(elicitation_service_pb2_grpc.ElicitationServiceServicer
 
     @guard.unary
     async def Respond(self, request: pb.RespondRequest, context: Context) -> pb.RespondResponse:
+        if (principal := principal_filter()) is not None:
+            # ROUND_NOT_FOUND for another principal's round: it cannot be answered.
+            await self._runtime.require_visible_round(request.round_id, principal)
         return await respond(self._runtime, request)
 
     @guard.unary
     async def GetRound(self, request: pb.GetRoundRequest, context: Context) -> pb.GetRoundResponse:
+        if (principal := principal_filter()) is not None:
+            await self._runtime.require_visible_round(request.round_id, principal)
         record = await self._runtime.get_round(request.round_id)
         return pb.GetRoundResponse(round=round_message(record))
 
@@ -73,6 +81,7 @@ class ElicitationService(elicitation_service_pb2_grpc.ElicitationServiceServicer
             statuses=statuses or None,
             after=after,
             limit=size + 1,  # one more tells whether another page exists
+            principal=principal_filter(),
         )
         page = records[:size]
         response = pb.ListRoundsResponse()

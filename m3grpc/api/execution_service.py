@@ -9,6 +9,7 @@ from typing import Any
 from grpc_status import rpc_status
 
 from m3grpc.api import guard
+from m3grpc.api.auth import principal_filter, principal_name
 from m3grpc.api.guard import Context
 from m3grpc.api.server_listing import binding_not_found, list_servers
 from m3grpc.api.watch import PendingWatch, ServiceShuttingDown
@@ -47,7 +48,7 @@ class ExecutionService(execution_service_pb2_grpc.ExecutionServiceServicer):
         # Violations the model layer finds name model fields; guard maps them to
         # request paths.
         created = await self._runtime.submit(
-            document, human_input, request_id=request.request_id or None
+            document, human_input, request_id=request.request_id or None, principal=principal_name()
         )
         state = created.state
         return pb.SubmitResponse(
@@ -56,12 +57,13 @@ class ExecutionService(execution_service_pb2_grpc.ExecutionServiceServicer):
 
     @guard.unary
     async def Snapshot(self, request: pb.SnapshotRequest, context: Context) -> pb.SnapshotResponse:
-        state = await self._runtime.snapshot(_execution_id(request.execution_id))
+        execution_id = await self._visible(request.execution_id)
+        state = await self._runtime.snapshot(execution_id)
         return pb.SnapshotResponse(state=messages.state_message(state))
 
     @guard.unary
     async def Result(self, request: pb.ResultRequest, context: Context) -> pb.ResultResponse:
-        execution_id = _execution_id(request.execution_id)
+        execution_id = await self._visible(request.execution_id)
         requested = None
         if request.HasField("timeout"):
             try:
@@ -93,7 +95,7 @@ class ExecutionService(execution_service_pb2_grpc.ExecutionServiceServicer):
 
     @guard.unary
     async def Cancel(self, request: pb.CancelRequest, context: Context) -> pb.CancelResponse:
-        state = await self._runtime.cancel(_execution_id(request.execution_id))
+        state = await self._runtime.cancel(await self._visible(request.execution_id))
         return pb.CancelResponse(state=messages.state_message(state))
 
     @guard.stream
@@ -103,10 +105,20 @@ class ExecutionService(execution_service_pb2_grpc.ExecutionServiceServicer):
         if request.execution_id:
             _execution_id(request.execution_id)  # bounded before anything is read
         try:
-            async for event in self._watch.stream(request.execution_id, request.cursor):
+            async for event in self._watch.stream(
+                request.execution_id, request.cursor, principal_filter()
+            ):
                 yield event
         except ServiceShuttingDown:
             await context.abort_with_status(rpc_status.to_status(shutting_down_status()))
+
+    async def _visible(self, execution_id: str) -> str:
+        """The checked ID; EXECUTION_NOT_FOUND for another principal's execution."""
+        execution_id = _execution_id(execution_id)
+        principal = principal_filter()
+        if principal is not None:
+            await self._runtime.require_visible_execution(execution_id, principal)
+        return execution_id
 
     @guard.unary
     async def ListServers(

@@ -17,7 +17,8 @@ from typing import Any, TextIO
 import grpc
 from grpc_health.v1 import health, health_pb2_grpc
 
-from m3grpc.api.config import ServiceConfig, check_listen
+from m3grpc.api.auth import AuthInterceptor
+from m3grpc.api.config import ServiceConfig, Tls, check_listen, is_loopback
 from m3grpc.api.elicitation_service import ElicitationService
 from m3grpc.api.execution_service import ExecutionService
 from m3grpc.api.health import HealthMonitor
@@ -57,6 +58,14 @@ class TracingUnavailableError(StartupError):
 
 class DatabaseOpenError(StartupError):
     """The configured database cannot be opened (unreachable, no driver, no access)."""
+
+
+class InsecureListenError(StartupError):
+    """Beyond loopback without TLS and authentication, and no `allow_insecure = true`."""
+
+
+class TlsFilesError(StartupError):
+    """A configured TLS certificate, key or CA file cannot be read."""
 
 
 class SchemaError(StartupError):
@@ -134,6 +143,8 @@ async def start_service(
                 check_listen(extra)
     except ValueError as exc:
         raise ListenError(str(exc)) from None
+    _check_exposure(config, address, inbox_address)
+    credentials = _server_credentials(config.tls) if config.tls is not None else None
     # Before anything else starts, so that a refused start has touched nothing.
     _probe_listen(address)
     for extra in (metrics_address, inbox_address):
@@ -155,16 +166,21 @@ async def start_service(
         limits=config.runtime_limits(),
     )
     metrics = ServiceMetrics() if metrics_address is not None else None
-    server = grpc.aio.server(
-        options=server_options(config),
-        interceptors=[
-            *tracing_interceptors,
-            RpcLogInterceptor(metrics.on_rpc if metrics is not None else None),
-        ],
-    )
+    # The log interceptor outermost but for tracing, so refused calls are logged and counted.
+    interceptors: list[grpc.aio.ServerInterceptor] = [
+        *tracing_interceptors,
+        RpcLogInterceptor(metrics.on_rpc if metrics is not None else None),
+    ]
+    authenticator = AuthInterceptor.for_config(config)
+    if authenticator is not None:
+        interceptors.append(authenticator)
+    server = grpc.aio.server(options=server_options(config), interceptors=interceptors)
     # Bound before the workers start: a start that loses the port claims no work.
     try:
-        port = server.add_insecure_port(address)
+        if credentials is not None:
+            port = server.add_secure_port(address, credentials)
+        else:
+            port = server.add_insecure_port(address)
     except RuntimeError as exc:  # grpc raises RuntimeError when it cannot bind
         port = 0
         log.debug("bind failed", exc_info=exc)
@@ -278,6 +294,54 @@ def _start_tracing(config: ServiceConfig) -> tuple[list[Any], Callable[[], None]
         otel.uninstall_tracing(provider)
 
     return [otel.TracingInterceptor(provider)], stop
+
+
+def _check_exposure(config: ServiceConfig, address: str, inbox_address: str | None) -> None:
+    """Refuse to serve beyond loopback without TLS and authentication, unless the
+    configuration says `allow_insecure = true`: anyone who can reach the port could
+    read every answer, and a bearer token in plaintext can be read on the way.
+    The web inbox has no authentication of its own: beyond loopback, it needs
+    `allow_insecure` (or a proxy in front of a loopback inbox)."""
+    if config.allow_insecure:
+        return
+    if inbox_address is not None and not is_loopback(inbox_address):
+        raise InsecureListenError(
+            f"refusing to serve the web inbox on {inbox_address}: it has no authentication; "
+            "keep it on 127.0.0.1 (behind an authenticating proxy) or set allow_insecure = true"
+        )
+    if is_loopback(address):
+        return
+    missing = [
+        what
+        for what, present in (
+            ("TLS", config.tls is not None),
+            ("authentication", config.authenticates),
+        )
+        if not present
+    ]
+    if missing:
+        raise InsecureListenError(
+            f"refusing to serve on {address} without {' and '.join(missing)}: configure "
+            "[tls] and [auth] (see the README's Security section), listen on 127.0.0.1, "
+            "or set allow_insecure = true"
+        )
+
+
+def _server_credentials(tls: Tls) -> grpc.ServerCredentials:
+    def read(kind: str, path: str) -> bytes:
+        try:
+            with open(path, "rb") as file:
+                return file.read()
+        except OSError as exc:
+            raise TlsFilesError(f"cannot read the TLS {kind} {path}: {exc.strerror}") from None
+
+    pair = (read("key", tls.key), read("certificate", tls.cert))
+    client_ca = read("client CA", tls.client_ca) if tls.client_ca is not None else None
+    return grpc.ssl_server_credentials(
+        [pair],
+        root_certificates=client_ca,
+        require_client_auth=client_ca is not None and tls.require_client_cert,
+    )
 
 
 def _probe_listen(address: str) -> None:

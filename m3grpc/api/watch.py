@@ -43,17 +43,38 @@ class PendingWatch:
         # Open WatchPending streams of this process (a metrics gauge).
         self.active = 0
 
-    async def stream(self, execution_id: str, token: str) -> AsyncIterator[WatchEvent]:
+    async def stream(
+        self, execution_id: str, token: str, principal: str | None = None
+    ) -> AsyncIterator[WatchEvent]:
+        """`principal`: only that principal's executions (None: every execution)."""
         self.active += 1
         try:
-            async for event in self._stream(execution_id, token):
+            stream = _Stream(self._runtime, self._poll_interval, self._shutdown, principal)
+            async for event in stream.run(execution_id, token):
                 yield event
         finally:
             self.active -= 1
 
-    async def _stream(self, execution_id: str, token: str) -> AsyncIterator[WatchEvent]:
+
+class _Stream:
+    """One WatchPending stream: what it reads is limited to `principal`'s executions."""
+
+    def __init__(
+        self,
+        runtime: Runtime,
+        poll_interval: float,
+        shutdown: asyncio.Event,
+        principal: str | None,
+    ) -> None:
+        self._runtime = runtime
+        self._poll_interval = poll_interval
+        self._shutdown = shutdown
+        self._principal = principal
+
+    async def run(self, execution_id: str, token: str) -> AsyncIterator[WatchEvent]:
         if execution_id:
-            await self._runtime.snapshot(execution_id)  # EXECUTION_NOT_FOUND up front
+            # EXECUTION_NOT_FOUND up front, also for another principal's execution.
+            await self._runtime.require_visible_execution(execution_id, self._principal)
         if token:
             cursor = read_cursor(token, execution_id)
             in_snapshot = cursor.snapshot_after is not None
@@ -93,6 +114,7 @@ class PendingWatch:
                 statuses=[ManagedInputStatus.PENDING],
                 after=after,
                 limit=_PAGE,
+                principal=self._principal,
             )
             found.extend(page)
             if len(page) < _PAGE:
@@ -106,7 +128,9 @@ class PendingWatch:
         became: set[str] = set()
         left: set[str] = set()
         while after < upto:
-            batch = await self._runtime.events_after(after, execution_id=execution_id, limit=_PAGE)
+            batch = await self._runtime.events_after(
+                after, execution_id=execution_id, principal=self._principal, limit=_PAGE
+            )
             for event in batch:
                 if event.seq > upto or event.round_id is None:
                     continue
@@ -135,7 +159,10 @@ class PendingWatch:
                 # read is in the batch below, so ending the stream loses nothing.
                 finished = execution_id != "" and await self._finished(execution_id)
                 batch = await self._runtime.events_after(
-                    after, execution_id=execution_id or None, limit=_PAGE
+                    after,
+                    execution_id=execution_id or None,
+                    principal=self._principal,
+                    limit=_PAGE,
                 )
                 for event in batch:
                     after = event.seq

@@ -4,7 +4,7 @@
 |---|---|
 | 0 | done (`result`: the execution SUCCEEDED) |
 | 1 | the execution did not succeed (`result`: FAILED or CANCELLED; `pending --wait`: it finished with no round pending) |
-| 2 | bad input: usage, an unreadable or invalid JSON/TOML argument, INVALID_ARGUMENT (MODEL_VALIDATION_FAILED, MANAGED_INPUT_INVALID) |
+| 2 | bad input: usage, an unreadable or invalid JSON/TOML argument, INVALID_ARGUMENT (MODEL_VALIDATION_FAILED, MANAGED_INPUT_INVALID), UNAUTHENTICATED (no or a wrong $M3_TOKEN) |
 | 3 | not found: NOT_FOUND (EXECUTION_NOT_FOUND, ROUND_NOT_FOUND, SERVER_BINDING_NOT_FOUND) |
 | 4 | conflict or wrong state: ABORTED, FAILED_PRECONDITION (MANAGED_INPUT_CONFLICT, MANAGED_INPUT_STATE_INVALID, MANAGED_INPUT_RECOVERY_UNAVAILABLE, ...); `respond --execution` with no round pending (NO_PENDING_ROUND) |
 | 5 | unavailable, retry later: UNAVAILABLE (no server, SERVICE_SHUTTING_DOWN), RESOURCE_EXHAUSTED (WORK_QUEUE_FULL) |
@@ -38,6 +38,7 @@ INTERRUPTED = 130
 _BY_CODE = {
     "INVALID_ARGUMENT": BAD_INPUT,
     "OUT_OF_RANGE": BAD_INPUT,
+    "UNAUTHENTICATED": BAD_INPUT,
     "NOT_FOUND": NOT_FOUND,
     "ABORTED": CONFLICT,
     "FAILED_PRECONDITION": CONFLICT,

@@ -15,7 +15,9 @@
     m3grpc rounds get ROUND_ID
 
 Every verb takes `--server HOST:PORT` (default: $M3_SERVER, else 127.0.0.1:50051,
-the address `m3grpc serve` listens on by default) and `--json`.
+the address `m3grpc serve` listens on by default) and `--json`. A service with
+TLS or tokens is reached through the environment (m3grpc/cli_remote/security.py):
+$M3_TOKEN, $M3_TLS_CA, $M3_TLS_CERT, $M3_TLS_KEY, $M3_TLS_SERVER_NAME.
 Exit codes: m3grpc/cli_remote/exits.py.
 """
 

@@ -20,6 +20,7 @@ from m3grpc.cli_remote.exits import CliInputError, NoPendingRound, WaitTimedOut
 from m3grpc.cli_remote.inputs import read_json_object, read_spec_file
 from m3grpc.cli_remote.interactive import Aborted, Prompter, answer_round
 from m3grpc.cli_remote.rounds import round_document
+from m3grpc.cli_remote.security import tls_from_env, token_from_env
 from m3grpc.client import ExecutionFinished, RemoteMCPTestKit
 from m3grpc.errors import FieldViolation, M3Error, ModelValidationError
 from m3grpc.types import (
@@ -53,7 +54,9 @@ def note(text: str) -> None:
 
 @contextmanager
 def remote_kit(args: argparse.Namespace) -> Iterator[RemoteMCPTestKit]:
-    with RemoteMCPTestKit(args.server, timeout=CALL_TIMEOUT) as kit:
+    with RemoteMCPTestKit(
+        args.server, timeout=CALL_TIMEOUT, tls=tls_from_env(), token=token_from_env()
+    ) as kit:
         yield kit
 
 

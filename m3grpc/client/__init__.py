@@ -18,6 +18,7 @@ from m3grpc.client.aio import (
     AsyncRemoteExecutionHandle,
     AsyncRemoteMCPTestKit,
 )
+from m3grpc.client.calls import TlsOptions
 from m3grpc.client.sync import (
     RemoteAgent,
     RemoteExecutionHandle,
@@ -50,6 +51,7 @@ __all__ = [
     "RoundView",
     "ServerDescription",
     "ServerListingError",
+    "TlsOptions",
     "ToolDescription",
     "WatchEvent",
 ]

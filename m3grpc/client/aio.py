@@ -16,8 +16,8 @@ from typing import Any, TypeVar
 import grpc
 
 from m3grpc.client import calls
-from m3grpc.client.calls import CHANNEL_OPTIONS, Call, Stubs
-from m3grpc.client.trace_context import trace_metadata
+from m3grpc.client.calls import Call, Connection, Stubs, TlsOptions
+from m3grpc.client.trace_context import with_trace
 from m3grpc.servers import ServerDescription
 from m3grpc.specs import AgentSpec, ElicitationPlan, OperationSpec, PermissionPolicy, ScriptStep
 from m3grpc.submit_options import RespondOutcome, SubmitOptions
@@ -43,8 +43,18 @@ R = TypeVar("R")
 class AsyncRemoteMCPTestKit:
     """Like RemoteMCPTestKit, with awaitable methods; create it inside the event loop."""
 
-    def __init__(self, target: str, *, timeout: float | None = 30.0) -> None:
-        self._channel = grpc.aio.insecure_channel(target, options=CHANNEL_OPTIONS)
+    def __init__(
+        self,
+        target: str,
+        *,
+        timeout: float | None = 30.0,
+        tls: TlsOptions | None = None,
+        token: str | None = None,
+        metadata: Mapping[str, str] | None = None,
+    ) -> None:
+        connection = Connection.of(tls, token, metadata)
+        self._channel = connection.aio_channel(target)
+        self._metadata = connection.call_metadata()
         self._stubs = Stubs.on(self._channel)
         self.timeout = timeout
 
@@ -91,7 +101,7 @@ class AsyncRemoteMCPTestKit:
         self, *, execution_id: str | None = None, cursor: str | None = None
     ) -> AsyncIterator[WatchEvent]:
         call = self._stubs.executions.WatchPending(
-            calls.watch_request(execution_id, cursor), metadata=trace_metadata()
+            calls.watch_request(execution_id, cursor), metadata=with_trace(self._metadata)
         )
         try:
             async for message in call:
@@ -133,7 +143,7 @@ class AsyncRemoteMCPTestKit:
         deadline = self.timeout if call.deadline == calls.KIT_TIMEOUT else call.deadline
         try:
             reply = await call.method(self._stubs)(
-                call.request, timeout=deadline, metadata=trace_metadata()
+                call.request, timeout=deadline, metadata=with_trace(self._metadata)
             )
         except grpc.RpcError as error:
             raise typed_error(error) from error

@@ -7,9 +7,13 @@ runner; a handle method is one line in either kit.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Generic, Literal, TypeVar
+
+import grpc
 
 from m3grpc.servers import ServerDescription
 from m3grpc.submit_options import RespondOutcome
@@ -37,6 +41,78 @@ CHANNEL_OPTIONS = [
     ("grpc.keepalive_time_ms", 30_000),
     ("grpc.keepalive_permit_without_calls", 1),
 ]
+
+Pem = bytes | str | os.PathLike[str]
+
+
+@dataclass(frozen=True)
+class TlsOptions:
+    """TLS for the channel. Each PEM is its bytes or a file path.
+
+    `root_ca`: the CA that signed the server's certificate (None: the system's roots).
+    `client_cert` and `client_key`: this client's certificate (mutual TLS).
+    `server_name`: the name to verify the server's certificate against, when it
+    differs from the target's host (e.g. a target by IP address)."""
+
+    root_ca: Pem | None = None
+    client_cert: Pem | None = None
+    client_key: Pem | None = None
+    server_name: str | None = None
+
+    def credentials(self) -> grpc.ChannelCredentials:
+        if (self.client_cert is None) != (self.client_key is None):
+            raise ValueError("client_cert and client_key go together (mutual TLS)")
+        return grpc.ssl_channel_credentials(
+            root_certificates=_pem(self.root_ca),
+            private_key=_pem(self.client_key),
+            certificate_chain=_pem(self.client_cert),
+        )
+
+
+def _pem(value: Pem | None) -> bytes | None:
+    if value is None or isinstance(value, bytes):
+        return value
+    return Path(value).read_bytes()
+
+
+@dataclass(frozen=True)
+class Connection:
+    """How a kit reaches the service: TLS or plaintext, and the metadata of every call
+    (the bearer token as `authorization: Bearer ...`, plus any `metadata` given)."""
+
+    credentials: grpc.ChannelCredentials | None
+    options: list[tuple[str, Any]]
+    metadata: tuple[tuple[str, str], ...] = field(default=())
+
+    @classmethod
+    def of(
+        cls,
+        tls: TlsOptions | None,
+        token: str | None,
+        metadata: Mapping[str, str] | None,
+    ) -> Connection:
+        options: list[tuple[str, Any]] = list(CHANNEL_OPTIONS)
+        if tls is not None and tls.server_name:
+            options.append(("grpc.ssl_target_name_override", tls.server_name))
+        entries = [(key.lower(), value) for key, value in (metadata or {}).items()]
+        if token is not None:
+            entries.append(("authorization", f"Bearer {token}"))
+        return cls(tls.credentials() if tls is not None else None, options, tuple(entries))
+
+    def sync_channel(self, target: str) -> grpc.Channel:
+        if self.credentials is not None:
+            return grpc.secure_channel(target, self.credentials, options=self.options)
+        return grpc.insecure_channel(target, options=self.options)
+
+    def aio_channel(self, target: str) -> grpc.aio.Channel:
+        if self.credentials is not None:
+            return grpc.aio.secure_channel(target, self.credentials, options=self.options)
+        return grpc.aio.insecure_channel(target, options=self.options)
+
+    def call_metadata(self) -> tuple[tuple[str, str], ...] | None:
+        """The metadata of every call (None: none)."""
+        return self.metadata or None
+
 
 # The kit's own per-call deadline (its `timeout`), unless a call carries one.
 KIT_TIMEOUT: Literal["kit"] = "kit"

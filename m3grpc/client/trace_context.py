@@ -25,3 +25,13 @@ def trace_metadata() -> tuple[tuple[str, str], ...] | None:
     propagate.inject(carrier)
     # gRPC metadata keys are lower case; W3C's are already.
     return tuple((key.lower(), value) for key, value in carrier.items()) or None
+
+
+def with_trace(
+    metadata: tuple[tuple[str, str], ...] | None,
+) -> tuple[tuple[str, str], ...] | None:
+    """A call's `metadata` (credentials, the caller's own) plus the current trace context."""
+    trace = trace_metadata()
+    if trace is None:
+        return metadata
+    return (*(metadata or ()), *trace)

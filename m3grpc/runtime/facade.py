@@ -145,8 +145,14 @@ class Runtime:
     # -- executions -----------------------------------------------------------------
 
     async def submit(
-        self, spec: object, human_input: object = "fail", *, request_id: str | None = None
+        self,
+        spec: object,
+        human_input: object = "fail",
+        *,
+        request_id: str | None = None,
+        principal: str | None = None,
     ) -> CreatedExecution:
+        """Queue an execution; `principal`: who submitted it (None: no authentication)."""
         # Off the event loop: a large spec costs CPU in proportion to its size
         # (bounded by the limits), and the loop serves every other call.
         mode, document = await asyncio.to_thread(self._validated, spec, human_input, request_id)
@@ -165,6 +171,7 @@ class Runtime:
             request_id=request_id,
             # The worker's spans continue this trace, whenever it claims the execution.
             trace_context=tracing.carrier(),
+            principal=principal,
         )
         if self._pool is not None:
             self._pool.wake()
@@ -343,6 +350,7 @@ class Runtime:
         statuses: Collection[ManagedInputStatus] | None = None,
         after: tuple[datetime, str] | None = None,
         limit: int | None = None,
+        principal: str | None = None,
     ) -> list[ManagedInputRecord]:
         if execution_id and (violations := id_violations(execution_id, "execution_id")):
             raise ManagedInputValidationError("invalid execution_id", field_violations=violations)
@@ -352,15 +360,41 @@ class Runtime:
             statuses=statuses,
             after=after,
             limit=limit,
+            principal=principal,
         )
+
+    # -- tenant isolation --------------------------------------------------------------
+
+    async def require_visible_execution(self, execution_id: str, principal: str | None) -> None:
+        """ExecutionNotFoundError unless the execution exists and, when `principal` is
+        given, that principal submitted it (never a different error: IDs leak nothing)."""
+        execution_id = _execution_id(execution_id)
+        await asyncio.to_thread(self.store.require_visible_execution, execution_id, principal)
+
+    async def require_visible_round(self, round_id: str, principal: str | None) -> None:
+        """RoundNotFoundError unless the round exists and, when `principal` is given,
+        belongs to an execution that principal submitted."""
+        require_identifier(round_id, "round_id")
+        if violations := id_violations(round_id, "round_id"):
+            raise ManagedInputValidationError("invalid round_id", field_violations=violations)
+        await asyncio.to_thread(self.store.require_visible_round, round_id, principal)
 
     # -- events (WatchPending) ----------------------------------------------------------
 
     async def events_after(
-        self, after_seq: int, *, execution_id: str | None = None, limit: int = 500
+        self,
+        after_seq: int,
+        *,
+        execution_id: str | None = None,
+        principal: str | None = None,
+        limit: int = 500,
     ) -> list[StoredEvent]:
         return await asyncio.to_thread(
-            self.store.read_events, after_seq=after_seq, execution_id=execution_id, limit=limit
+            self.store.read_events,
+            after_seq=after_seq,
+            execution_id=execution_id,
+            principal=principal,
+            limit=limit,
         )
 
     def notify_events(self) -> None:

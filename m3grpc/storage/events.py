@@ -9,7 +9,7 @@ from datetime import datetime
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from m3grpc.storage.schema import events
+from m3grpc.storage.schema import events, executions
 from m3grpc.storage.statements import INSERT_EVENT
 
 # Held until commit on PostgreSQL so that sequence order equals commit order:
@@ -64,11 +64,23 @@ def append_event(
 
 
 def read_events(
-    conn: Connection, *, after_seq: int, execution_id: str | None = None, limit: int = 500
+    conn: Connection,
+    *,
+    after_seq: int,
+    execution_id: str | None = None,
+    principal: str | None = None,
+    limit: int = 500,
 ) -> list[StoredEvent]:
+    """Events after `after_seq`, of one execution and/or of one principal's executions."""
     query = sa.select(events).where(events.c.seq > after_seq).order_by(events.c.seq).limit(limit)
     if execution_id is not None:
         query = query.where(events.c.execution_id == execution_id)
+    if principal is not None:
+        query = query.where(
+            events.c.execution_id.in_(
+                sa.select(executions.c.execution_id).where(executions.c.principal == principal)
+            )
+        )
     return [
         StoredEvent(
             seq=row.seq,

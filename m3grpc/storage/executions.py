@@ -26,6 +26,7 @@ from m3grpc.errors import (
     ExecutionNotFoundError,
     ManagedInputConflict,
     ManagedInputRecoveryError,
+    RoundNotFoundError,
 )
 from m3grpc.storage.clock import Clock, checked_clock, read_clock
 from m3grpc.storage.engine import (
@@ -168,8 +169,11 @@ class SqlExecutionStore:
         human_input: HumanInput,
         request_id: str | None = None,
         trace_context: Mapping[str, str] | None = None,
+        principal: str | None = None,
     ) -> CreatedExecution:
-        """Queue an execution. The same request_id with the same spec returns the first one.
+        """Queue an execution owned by `principal` (None: no authentication). The same
+        request_id with the same spec returns the first one; request IDs are scoped
+        to the principal, so one principal's ID never finds another's execution.
 
         `trace_context` (a W3C carrier) is kept beside the spec in its JSON
         document, outside the request digest: a retry from another trace is
@@ -180,10 +184,11 @@ class SqlExecutionStore:
         ).hexdigest()
         if trace_context:
             document[TRACE_CONTEXT_KEY] = {str(k): str(v) for k, v in trace_context.items()}
+        stored_request_id = _scoped_request_id(request_id, principal) if request_id else None
         with write_transaction(self._engine) as conn:
-            if request_id:
+            if stored_request_id:
                 existing = conn.execute(
-                    sa.select(executions).where(executions.c.request_id == request_id)
+                    sa.select(executions).where(executions.c.request_id == stored_request_id)
                 ).first()
                 if existing is not None:
                     if existing.request_digest != digest:
@@ -191,7 +196,7 @@ class SqlExecutionStore:
                             "this request_id was used for a different submission",
                             conflict_kind=ConflictKind.REQUEST_ID_REUSED,
                             metadata={
-                                "request_id": request_id,
+                                "request_id": request_id or "",
                                 "execution_id": existing.execution_id,
                             },
                         )
@@ -201,8 +206,9 @@ class SqlExecutionStore:
             conn.execute(
                 executions.insert().values(
                     execution_id=execution_id,
-                    request_id=request_id or None,
+                    request_id=stored_request_id,
                     request_digest=digest,
+                    principal=principal,
                     spec=document,
                     human_input=human_input,
                     lifecycle=_CREATED.value,
@@ -545,10 +551,50 @@ class SqlExecutionStore:
     # -- events -------------------------------------------------------------------
 
     def read_events(
-        self, *, after_seq: int, execution_id: str | None = None, limit: int = 500
+        self,
+        *,
+        after_seq: int,
+        execution_id: str | None = None,
+        principal: str | None = None,
+        limit: int = 500,
     ) -> list[StoredEvent]:
         with read_transaction(self._engine) as conn:
-            return read_events(conn, after_seq=after_seq, execution_id=execution_id, limit=limit)
+            return read_events(
+                conn,
+                after_seq=after_seq,
+                execution_id=execution_id,
+                principal=principal,
+                limit=limit,
+            )
+
+    # -- tenant isolation ----------------------------------------------------------
+
+    def require_visible_execution(self, execution_id: str, principal: str | None) -> None:
+        """ExecutionNotFoundError unless the execution exists and, when `principal` is
+        given, belongs to it: another principal's execution is indistinguishable
+        from one that does not exist."""
+        with read_transaction(self._engine) as conn:
+            owner = conn.execute(
+                sa.select(executions.c.principal).where(executions.c.execution_id == execution_id)
+            ).first()
+        if owner is None or (principal is not None and owner.principal != principal):
+            raise ExecutionNotFoundError(
+                f"no execution {execution_id!r}", metadata={"execution_id": execution_id}
+            )
+
+    def require_visible_round(self, round_id: str, principal: str | None) -> None:
+        """RoundNotFoundError unless the round exists and, when `principal` is given,
+        its execution belongs to it."""
+        with read_transaction(self._engine) as conn:
+            owner = conn.execute(
+                sa.select(executions.c.principal)
+                .select_from(
+                    rounds.join(executions, rounds.c.execution_id == executions.c.execution_id)
+                )
+                .where(rounds.c.round_id == round_id)
+            ).first()
+        if owner is None or (principal is not None and owner.principal != principal):
+            raise RoundNotFoundError(f"no round {round_id!r}", metadata={"round_id": round_id})
 
     def last_event_seq(self) -> int:
         with read_transaction(self._engine) as conn:
@@ -585,6 +631,15 @@ class SqlExecutionStore:
                 f"no execution {execution_id!r}", metadata={"execution_id": execution_id}
             )
         return row
+
+
+def _scoped_request_id(request_id: str, principal: str | None) -> str:
+    """The stored form of a request ID: as sent without authentication, else a
+    digest of (principal, request_id), which fits the 200-character column."""
+    if principal is None:
+        return request_id
+    digest = hashlib.sha256(f"{principal}\0{request_id}".encode()).hexdigest()
+    return f"principal-sha256:{digest}"
 
 
 class SQLiteExecutionStore(SqlExecutionStore):

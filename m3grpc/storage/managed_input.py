@@ -139,6 +139,7 @@ class ManagedInputStore(Protocol):
         statuses: Collection[ManagedInputStatus] | None = None,
         after: tuple[datetime, str] | None = None,
         limit: int | None = None,
+        principal: str | None = None,
     ) -> list[ManagedInputRecord]: ...
 
     def claim_round(
@@ -322,9 +323,17 @@ class SqlManagedInputStore:
         statuses: Collection[ManagedInputStatus] | None = None,
         after: tuple[datetime, str] | None = None,
         limit: int | None = None,
+        principal: str | None = None,
     ) -> list[ManagedInputRecord]:
-        """Rounds ordered by (created_at, round_id); `after` is a keyset cursor."""
+        """Rounds ordered by (created_at, round_id); `after` is a keyset cursor;
+        `principal`: only rounds of that principal's executions."""
         query = sa.select(rounds).order_by(rounds.c.created_at, rounds.c.round_id)
+        if principal is not None:
+            query = query.where(
+                rounds.c.execution_id.in_(
+                    sa.select(executions.c.execution_id).where(executions.c.principal == principal)
+                )
+            )
         if execution_id is not None:
             query = query.where(rounds.c.execution_id == execution_id)
         if statuses is not None:

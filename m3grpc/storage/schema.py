@@ -67,7 +67,10 @@ executions = sa.Table(
     sa.Column("created_at", UtcMicros, nullable=False),
     sa.Column("updated_at", UtcMicros, nullable=False),
     sa.Column("finished_at", UtcMicros, nullable=True),
+    # Who submitted it (tenant isolation); NULL when the service has no authentication.
+    sa.Column("principal", sa.String(200), nullable=True),
     sa.Index("ix_m3_executions_lifecycle", "lifecycle"),
+    sa.Index("ix_m3_executions_principal", "principal"),
 )
 
 rounds = sa.Table(

@@ -26,6 +26,7 @@ before `OperationTimeout`).
 | ElicitationNotAnsweredError    | ELICITATION_NOT_ANSWERED           | FAILED_PRECONDITION | -                      |
 | RoundLimitExceededError        | ROUND_LIMIT_EXCEEDED               | FAILED_PRECONDITION | -                      |
 | ServiceShuttingDownError       | SERVICE_SHUTTING_DOWN              | UNAVAILABLE         | -                      |
+| UnauthenticatedError           | UNAUTHENTICATED                    | UNAUTHENTICATED     | -                      |
 | InternalError                  | INTERNAL                           | INTERNAL            | -                      |
 | any other exception            | INTERNAL                           | INTERNAL            | - (generic message)    |
 
@@ -81,6 +82,7 @@ from m3grpc.errors import (
     RoundNotFoundError,
     ServerBindingNotFoundError,
     ServiceShuttingDownError,
+    UnauthenticatedError,
     WorkQueueFullError,
 )
 from m3grpc.wire import convert
@@ -113,6 +115,7 @@ _CODES: dict[type[M3Error], grpc.StatusCode] = {
     RoundLimitExceededError: grpc.StatusCode.FAILED_PRECONDITION,
     ServiceShuttingDownError: grpc.StatusCode.UNAVAILABLE,
     InternalError: grpc.StatusCode.INTERNAL,
+    UnauthenticatedError: grpc.StatusCode.UNAUTHENTICATED,
 }
 
 _RESOURCES: dict[type[M3Error], _Resource] = {

@@ -73,6 +73,7 @@ CASES: list[tuple[errors.M3Error, grpc.StatusCode, str | None]] = [
     (errors.ElicitationNotAnsweredError("n"), grpc.StatusCode.FAILED_PRECONDITION, None),
     (errors.RoundLimitExceededError("l"), grpc.StatusCode.FAILED_PRECONDITION, None),
     (errors.ServiceShuttingDownError("s"), grpc.StatusCode.UNAVAILABLE, None),
+    (errors.UnauthenticatedError("u"), grpc.StatusCode.UNAUTHENTICATED, None),
     (errors.InternalError("i"), grpc.StatusCode.INTERNAL, None),
 ]
 

@@ -83,7 +83,7 @@ def test_the_compose_configuration_runs_two_replicas(
         *SERVICES["migrate"]["command"], env=entrypoint_env(tmp_path / "migrate", **environment)
     )
     assert migrated.returncode == 0, migrated.stderr
-    assert "-> schema at revision 0001 (current)" in migrated.stdout
+    assert "-> schema at revision 0002 (current)" in migrated.stdout
 
     servers = []
     try:

@@ -28,9 +28,9 @@ def test_without_a_config_it_writes_one_and_serves(tmp_path: Path) -> None:
     log = (tmp_path / "server.log").read_text()
     # M3_LOG_LEVEL defaults to info: serve logged the check-config summary.
     assert f"config check: ok    config: {written}" in log, log
-    assert "config check: ok    database: " in log and "revision 0001" in log, log
+    assert "config check: ok    database: " in log and "revision 0002" in log, log
     with sqlite3.connect(database) as conn:
-        assert conn.execute("SELECT version_num FROM m3_schema_version").fetchall() == [("0001",)]
+        assert conn.execute("SELECT version_num FROM m3_schema_version").fetchall() == [("0002",)]
 
 
 def test_a_config_in_the_environment_and_the_operator_commands(tmp_path: Path) -> None:
@@ -41,11 +41,11 @@ def test_a_config_in_the_environment_and_the_operator_commands(tmp_path: Path) -
     )
     upgraded = run_entrypoint("db", "upgrade", env=env)
     assert upgraded.returncode == 0, upgraded.stderr
-    assert "schema empty" in upgraded.stdout and "revision 0001 (current)" in upgraded.stdout
+    assert "schema empty" in upgraded.stdout and "revision 0002 (current)" in upgraded.stdout
     checked = run_entrypoint("check-config", env=env)
     assert checked.returncode == 0, checked.stdout + checked.stderr
     assert "pool_size 2" in checked.stdout
-    assert "schema at revision 0001 (current)" in checked.stdout
+    assert "schema at revision 0002 (current)" in checked.stdout
     assert checked.stdout.splitlines()[-1] == "configuration OK"
     # Anything else runs as given, with M3_CONFIG naming the written file.
     shown = run_entrypoint("sh", "-c", 'cat "$M3_CONFIG"', env=env)

@@ -40,13 +40,13 @@ def test_upgrade_then_status(database: str) -> None:
     done = m3grpc("db", "upgrade", "--database", database)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().endswith(
-        "schema empty (revision 0001 is created on first start) "
-        "-> schema at revision 0001 (current)"
+        "schema empty (revision 0002 is created on first start) "
+        "-> schema at revision 0002 (current)"
     ), done.stdout
     again = m3grpc("db", "upgrade", "--database", database)
     assert again.returncode == 0 and again.stdout.strip().endswith("; nothing to do"), again
     after = m3grpc("db", "status", "--database", database)
-    assert after.returncode == 0 and "schema at revision 0001 (current)" in after.stdout
+    assert after.returncode == 0 and "schema at revision 0002 (current)" in after.stdout
 
 
 def test_the_database_comes_from_the_config(tmp_path: Path) -> None:

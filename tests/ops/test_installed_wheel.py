@@ -51,5 +51,5 @@ def test_db_upgrade_from_an_installed_wheel(tmp_path: Path) -> None:
     assert location.strip().startswith(str(tmp_path / "venv")), location
     database = tmp_path / "m3.sqlite"
     out = _run(bin_dir / "m3grpc", "db", "upgrade", "--database", database, cwd=tmp_path)
-    assert out.strip().endswith("-> schema at revision 0001 (current)"), out
+    assert out.strip().endswith("-> schema at revision 0002 (current)"), out
     assert not list(tmp_path.rglob("alembic.ini"))

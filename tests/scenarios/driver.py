@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 import uuid
 from collections.abc import Iterator, Mapping
@@ -23,6 +24,7 @@ from m3grpc.client import (
     RemoteMCPTestKit,
     RoundLeftPending,
     RoundPending,
+    TlsOptions,
     WatchEvent,
 )
 from m3grpc.errors import M3Error, ManagedInputConflict, ManagedInputValidationError
@@ -244,13 +246,17 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--target", required=True)
     parser.add_argument("--scenarios", required=True)
+    # TLS verified with this CA; the bearer token comes from $M3_SCENARIO_TOKEN.
+    parser.add_argument("--ca")
     parser.add_argument("names", nargs="*")
     args = parser.parse_args()
+    tls = TlsOptions(root_ca=args.ca) if args.ca else None
+    token = os.environ.get("M3_SCENARIO_TOKEN") or None
     with open(args.scenarios, encoding="utf-8") as file:
         suite = json.load(file)
     run_token = uuid.uuid4().hex[:10]
     passed = failed = 0
-    with RemoteMCPTestKit(args.target) as kit:
+    with RemoteMCPTestKit(args.target, tls=tls, token=token) as kit:
         for scenario in suite["scenarios"]:
             if args.names and scenario["name"] not in args.names:
                 continue

@@ -33,8 +33,8 @@ NEXT_REVISION = """
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0002"
-down_revision = "0001"
+revision = "0003"
+down_revision = "0002"
 branch_labels = None
 depends_on = None
 
@@ -50,11 +50,11 @@ def downgrade() -> None:
 
 @pytest.fixture
 def later_release(tmp_path: Path) -> Migrations:
-    """The packaged migrations plus a revision 0002 that adds a column."""
+    """The packaged migrations plus a revision 0003 that adds a column."""
     location = tmp_path / "later_migrations"
     shutil.copytree(PACKAGED.location, location, ignore=shutil.ignore_patterns("__pycache__"))
-    (location / "versions" / "0002_note.py").write_text(NEXT_REVISION)
-    return Migrations(location, (*REVISIONS, "0002"))
+    (location / "versions" / "0003_note.py").write_text(NEXT_REVISION)
+    return Migrations(location, (*REVISIONS, "0003"))
 
 
 @pytest.fixture
@@ -86,7 +86,7 @@ def test_revisions_are_the_packaged_migration_chain() -> None:
     assert script.get_current_head() == HEAD_REVISION
 
 
-def test_the_first_revision_is_exactly_the_metadata_schema(engine: sa.Engine) -> None:
+def test_the_revisions_make_exactly_the_metadata_schema(engine: sa.Engine) -> None:
     result = upgrade_database(engine)
     assert result.before.state is SchemaState.EMPTY
     assert result.after.state is SchemaState.CURRENT
@@ -144,14 +144,14 @@ def test_unversioned_tables_that_differ_are_refused(database: str, engine: sa.En
 def test_a_schema_behind_is_refused_until_upgraded(
     engine: sa.Engine, later_release: Migrations
 ) -> None:
-    upgrade_database(engine)  # this release: revision 0001
-    with pytest.raises(SchemaVersionError, match="behind 0002: run `m3grpc db upgrade`"):
+    upgrade_database(engine)  # this release: revision 0002
+    with pytest.raises(SchemaVersionError, match="behind 0003: run `m3grpc db upgrade`"):
         ensure_schema(engine, later_release.revisions)  # the later release opens it
-    assert _versions(engine) == ["0001"]
+    assert _versions(engine) == ["0002"]
 
     result = upgrade_database(engine, later_release)
-    assert (result.before.state, result.before.revision) == (SchemaState.BEHIND, "0001")
-    assert (result.after.state, result.after.revision) == (SchemaState.CURRENT, "0002")
+    assert (result.before.state, result.before.revision) == (SchemaState.BEHIND, "0002")
+    assert (result.after.state, result.after.revision) == (SchemaState.CURRENT, "0003")
     columns = {column["name"] for column in sa.inspect(engine).get_columns("m3_executions")}
     assert "note" in columns
     ensure_schema(engine, later_release.revisions)  # now it opens
@@ -160,9 +160,31 @@ def test_a_schema_behind_is_refused_until_upgraded(
 def test_a_schema_ahead_is_refused(
     database: str, engine: sa.Engine, later_release: Migrations
 ) -> None:
-    upgrade_database(engine, later_release)  # a later release migrated it to 0002
-    with pytest.raises(SchemaVersionError, match="0002, unknown to this version"):
+    upgrade_database(engine, later_release)  # a later release migrated it to 0003
+    with pytest.raises(SchemaVersionError, match="0003, unknown to this version"):
         SqlExecutionStore(database)
-    with pytest.raises(SchemaVersionError, match="0002, unknown to this version"):
+    with pytest.raises(SchemaVersionError, match="0003, unknown to this version"):
         upgrade_database(engine)
-    assert _versions(engine) == ["0002"]
+    assert _versions(engine) == ["0003"]
+
+
+def test_revision_0002_adds_the_principal_and_keeps_the_executions(
+    database: str, engine: sa.Engine
+) -> None:
+    from alembic import command
+
+    with engine.begin() as conn:  # a database an earlier release left at 0001
+        command.upgrade(PACKAGED.config(conn), "0001")
+        conn.execute(
+            sa.text(
+                "INSERT INTO m3_executions (execution_id, spec, human_input, lifecycle,"
+                " cancel_requested, created_at, updated_at)"
+                " VALUES ('exe_old', '{}', 'fail', 'queued', false, 0, 0)"
+            )
+        )
+    result = upgrade_database(engine)
+    assert (result.before.revision, result.after.revision) == ("0001", "0002")
+    assert _differences(engine) == []
+    with engine.connect() as conn:
+        rows = conn.execute(sa.text("SELECT execution_id, principal FROM m3_executions")).all()
+    assert [tuple(row) for row in rows] == [("exe_old", None)]

@@ -34,6 +34,7 @@ const (
 	ReasonRoundLimitExceeded              Reason = "ROUND_LIMIT_EXCEEDED"               // FAILED_PRECONDITION
 	ReasonInternal                        Reason = "INTERNAL"                           // INTERNAL
 	ReasonServiceShuttingDown             Reason = "SERVICE_SHUTTING_DOWN"              // UNAVAILABLE
+	ReasonUnauthenticated                 Reason = "UNAUTHENTICATED"                    // UNAUTHENTICATED
 )
 
 // The values of the `conflict_kind` metadata of MANAGED_INPUT_CONFLICT.
@@ -73,6 +74,7 @@ var (
 	ErrRoundLimitExceeded              = &reasonError{reason: ReasonRoundLimitExceeded}
 	ErrInternal                        = &reasonError{reason: ReasonInternal}
 	ErrServiceShuttingDown             = &reasonError{reason: ReasonServiceShuttingDown}
+	ErrUnauthenticated                 = &reasonError{reason: ReasonUnauthenticated}
 )
 
 var sentinels = map[Reason]*reasonError{}
@@ -83,7 +85,7 @@ func init() {
 		ErrManagedInputStateInvalid, ErrRoundNotFound, ErrManagedInputRecoveryUnavailable,
 		ErrOperationTimeout, ErrExecutionNotFound, ErrResultWaitTimeout, ErrWorkQueueFull,
 		ErrServerBindingNotFound, ErrElicitationNotAnswered, ErrRoundLimitExceeded,
-		ErrInternal, ErrServiceShuttingDown,
+		ErrInternal, ErrServiceShuttingDown, ErrUnauthenticated,
 	} {
 		sentinels[s.reason] = s
 	}

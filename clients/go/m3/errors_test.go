@@ -182,7 +182,7 @@ var allSentinels = []error{
 	m3.ErrManagedInputStateInvalid, m3.ErrRoundNotFound, m3.ErrManagedInputRecoveryUnavailable,
 	m3.ErrOperationTimeout, m3.ErrExecutionNotFound, m3.ErrResultWaitTimeout, m3.ErrWorkQueueFull,
 	m3.ErrServerBindingNotFound, m3.ErrElicitationNotAnswered, m3.ErrRoundLimitExceeded,
-	m3.ErrInternal, m3.ErrServiceShuttingDown,
+	m3.ErrInternal, m3.ErrServiceShuttingDown, m3.ErrUnauthenticated,
 }
 
 func TestUnknownReasonKeepsItsCode(t *testing.T) {

@@ -1,6 +1,7 @@
 /**
  * M3Client: a thin wrapper over the generated m3.v1 stubs, speaking the gRPC
- * protocol over plaintext HTTP/2 (h2c) with @connectrpc/connect-node.
+ * protocol over HTTP/2 with @connectrpc/connect-node: plaintext (h2c) by
+ * default, TLS (optionally mutual) with `tls`, a bearer token with `token`.
  *
  * Inputs use plain values ("managed", "accept", seconds); outputs are the
  * generated protobuf-es messages (enums such as `ExecutionOutcome.SUCCEEDED`
@@ -47,6 +48,19 @@ export interface CallOptions {
   readonly signal?: AbortSignal;
   /** The call's deadline in milliseconds; overrides the client's `timeoutMs`. */
   readonly timeoutMs?: number;
+  /** Metadata (request headers) of this call, added to the client's `metadata`. */
+  readonly metadata?: Readonly<Record<string, string>>;
+}
+
+/** TLS for the connection; each PEM is the file's contents (a string or a Buffer). */
+export interface TlsOptions {
+  /** The CA that signed the server's certificate; default: Node's built-in roots. */
+  readonly rootCa?: string | Buffer;
+  /** This client's certificate and key (mutual TLS); give both or neither. */
+  readonly clientCert?: string | Buffer;
+  readonly clientKey?: string | Buffer;
+  /** The name to verify the server's certificate against (and send as SNI). */
+  readonly serverName?: string;
 }
 
 /** Options of `new M3Client(target, options)`. */
@@ -62,6 +76,12 @@ export interface M3ClientOptions {
    * service's spans join the caller's trace.
    */
   readonly interceptors?: Interceptor[];
+  /** Connect with TLS (`https`); without it plaintext h2c, unless the target is an `https://` URL. */
+  readonly tls?: TlsOptions;
+  /** A bearer token, sent with every call as `authorization: Bearer <token>`. */
+  readonly token?: string;
+  /** Metadata (request headers) sent with every call. */
+  readonly metadata?: Readonly<Record<string, string>>;
 }
 
 /** An agent run (the fields of `AgentSpec`) plus how to submit it. */
@@ -107,6 +127,8 @@ export interface ResultOptions {
    */
   readonly timeoutSeconds?: number;
   readonly signal?: AbortSignal;
+  /** Metadata (request headers) of this call, added to the client's `metadata`. */
+  readonly metadata?: Readonly<Record<string, string>>;
 }
 
 /** Options of `watchPending()`. */
@@ -117,6 +139,8 @@ export interface WatchOptions {
   readonly cursor?: string;
   /** Aborting it ends the stream (with an M3Error of code CANCELLED). */
   readonly signal?: AbortSignal;
+  /** Metadata (request headers) of this call, added to the client's `metadata`. */
+  readonly metadata?: Readonly<Record<string, string>>;
 }
 
 /** A round is pending (in the opening snapshot) or became pending. */
@@ -167,17 +191,33 @@ const RESULT_DEADLINE_MARGIN_MS = 5_000;
 export class M3Client {
   readonly target: string;
   private readonly timeoutMs: number | undefined;
+  private readonly headers: Readonly<Record<string, string>>;
   private readonly session: Http2SessionManager;
   private readonly executions: Client<typeof ExecutionService>;
   private readonly elicitation: Client<typeof ElicitationService>;
 
-  /** @param target `host:port` (e.g. `"127.0.0.1:50051"`) or an `http://` URL; plaintext h2c. */
+  /** @param target `host:port` (e.g. `"127.0.0.1:50051"`) or an `http://`/`https://` URL. */
   constructor(target: string, options: M3ClientOptions = {}) {
     this.target = target;
     this.timeoutMs = options.timeoutMs === null ? undefined : (options.timeoutMs ?? 30_000);
-    const baseUrl = /^https?:\/\//.test(target) ? target : `http://${target}`;
+    const tls = options.tls;
+    if ((tls?.clientCert === undefined) !== (tls?.clientKey === undefined)) {
+      throw new TypeError("tls.clientCert and tls.clientKey go together (mutual TLS)");
+    }
+    const scheme = tls === undefined ? "http" : "https";
+    const baseUrl = /^https?:\/\//.test(target) ? target : `${scheme}://${target}`;
+    const headers: Record<string, string> = {};
+    for (const [key, value] of Object.entries(options.metadata ?? {})) headers[key.toLowerCase()] = value;
+    if (options.token !== undefined) headers["authorization"] = `Bearer ${options.token}`;
+    this.headers = headers;
     // Keep idle WatchPending streams alive through proxies (the server allows pings every 10 s).
-    this.session = new Http2SessionManager(baseUrl, { pingIntervalMs: 30_000 });
+    this.session = new Http2SessionManager(
+      baseUrl,
+      { pingIntervalMs: 30_000 },
+      tls === undefined
+        ? undefined
+        : { ca: tls.rootCa, cert: tls.clientCert, key: tls.clientKey, servername: tls.serverName },
+    );
     const transport = createGrpcTransport({
       baseUrl,
       sessionManager: this.session,
@@ -273,6 +313,7 @@ export class M3Client {
         {
           signal: options.signal,
           timeoutMs: seconds === undefined ? undefined : seconds * 1000 + RESULT_DEADLINE_MARGIN_MS,
+          headers: this.headersWith(options.metadata),
         },
       ),
     );
@@ -334,7 +375,7 @@ export class M3Client {
     const signal = options.signal === undefined ? done.signal : AbortSignal.any([options.signal, done.signal]);
     const stream = this.executions.watchPending(
       { executionId: options.executionId ?? "", cursor: options.cursor ?? "" },
-      { signal },
+      { signal, headers: this.headersWith(options.metadata) },
     );
     try {
       for await (const message of stream) {
@@ -351,7 +392,13 @@ export class M3Client {
   }
 
   private callOptions(call: CallOptions = {}): ConnectCallOptions {
-    return { signal: call.signal, timeoutMs: call.timeoutMs ?? this.timeoutMs };
+    return { signal: call.signal, timeoutMs: call.timeoutMs ?? this.timeoutMs, headers: this.headersWith(call.metadata) };
+  }
+
+  private headersWith(metadata: Readonly<Record<string, string>> | undefined): Record<string, string> {
+    const headers = { ...this.headers };
+    for (const [key, value] of Object.entries(metadata ?? {})) headers[key.toLowerCase()] = value;
+    return headers;
   }
 
   private async unary<T>(invoke: () => Promise<T>): Promise<T> {

@@ -195,6 +195,14 @@ export class ServiceShuttingDownError extends M3Error {
 }
 
 /**
+ * UNAUTHENTICATED: the call carried no credentials, or ones the service does not
+ * accept; `metadata.credentials` is `missing` or `invalid`.
+ */
+export class UnauthenticatedError extends M3Error {
+  static readonly reason = "UNAUTHENTICATED";
+}
+
+/**
  * INTERNAL: the service failed unexpectedly (reason `INTERNAL`, or status code
  * INTERNAL without an M3 reason). The request may or may not have taken effect.
  */
@@ -223,6 +231,7 @@ const CLASSES: readonly M3ErrorClass[] = [
   ElicitationNotAnsweredError,
   RoundLimitExceededError,
   ServiceShuttingDownError,
+  UnauthenticatedError,
   InternalError,
 ];
 

@@ -2,7 +2,9 @@
  * The TypeScript driver of the cross-language scenario suite
  * (tests/scenarios/README.md). It runs every scenario through M3Client.
  *
- *     node dist/scenarios.js --target HOST:PORT --scenarios tests/scenarios/scenarios.json [NAME ...]
+ *     node dist/scenarios.js --target HOST:PORT --scenarios tests/scenarios/scenarios.json [--ca CA.pem] [NAME ...]
+ *
+ * With --ca it connects with TLS; $M3_SCENARIO_TOKEN, when set, is sent as a bearer token.
  *
  * A relative --scenarios path is resolved against the directory npm was
  * started from (INIT_CWD) when run as an npm script, else the current one.
@@ -421,7 +423,7 @@ function failure(error: unknown): string {
 
 async function main(): Promise<number> {
   const { values, positionals } = parseArgs({
-    options: { target: { type: "string" }, scenarios: { type: "string" } },
+    options: { target: { type: "string" }, scenarios: { type: "string" }, ca: { type: "string" } },
     allowPositionals: true,
   });
   if (values.target === undefined || values.scenarios === undefined) {
@@ -438,7 +440,11 @@ async function main(): Promise<number> {
     return 2;
   }
   const runToken = randomUUID().replaceAll("-", "").slice(0, 10);
-  const client = new M3Client(values.target);
+  const token = process.env["M3_SCENARIO_TOKEN"];
+  const client = new M3Client(values.target, {
+    tls: values.ca === undefined ? undefined : { rootCa: readFileSync(resolve(process.env["INIT_CWD"] ?? process.cwd(), values.ca)) },
+    token: token === undefined || token === "" ? undefined : token,
+  });
   let passed = 0;
   let failed = 0;
   try {

@@ -2,7 +2,9 @@
 // (tests/scenarios/README.md): it runs every scenario of scenarios.json
 // against a live `m3grpc serve` through the m3 client package.
 //
-//	go run ./cmd/m3-scenarios --target 127.0.0.1:PORT --scenarios ../../tests/scenarios/scenarios.json [NAME ...]
+//	go run ./cmd/m3-scenarios --target 127.0.0.1:PORT --scenarios ../../tests/scenarios/scenarios.json [--ca CA.pem] [NAME ...]
+//
+// With --ca it connects with TLS; $M3_SCENARIO_TOKEN, when set, is sent as a bearer token.
 //
 // It prints one line per step and the summary `go: N passed, M failed`, and
 // exits 0 only when every selected scenario passed.
@@ -20,6 +22,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"google.golang.org/grpc"
 
 	"github.com/m3grpc/m3grpc/clients/go/m3"
 )
@@ -54,6 +58,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	flags.SetOutput(stderr)
 	target := flags.String("target", "", "the service address, HOST:PORT (required)")
 	path := flags.String("scenarios", "", "the path of scenarios.json (required)")
+	caPath := flags.String("ca", "", "connect with TLS, verifying the server with this CA (PEM); the token comes from $M3_SCENARIO_TOKEN")
 	flags.Usage = func() {
 		fmt.Fprintln(stderr, "usage: m3-scenarios --target HOST:PORT --scenarios PATH [NAME ...]")
 		flags.PrintDefaults()
@@ -75,7 +80,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "m3-scenarios: %v\n", err)
 		return 2
 	}
-	client, err := m3.Dial(*target)
+	options, err := dialOptions(*caPath, os.Getenv("M3_SCENARIO_TOKEN"))
+	if err != nil {
+		fmt.Fprintf(stderr, "m3-scenarios: %v\n", err)
+		return 2
+	}
+	client, err := m3.Dial(*target, options...)
 	if err != nil {
 		fmt.Fprintf(stderr, "m3-scenarios: %v\n", err)
 		return 2
@@ -200,3 +210,23 @@ func substitute(v any, token string) any {
 }
 
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+// dialOptions: TLS with the CA at caPath (none: plaintext) and a bearer token (none: "").
+func dialOptions(caPath, token string) ([]grpc.DialOption, error) {
+	var options []grpc.DialOption
+	if caPath != "" {
+		ca, err := os.ReadFile(caPath)
+		if err != nil {
+			return nil, err
+		}
+		option, err := m3.WithTLS(m3.TLSConfig{RootCA: ca})
+		if err != nil {
+			return nil, err
+		}
+		options = append(options, option)
+	}
+	if token != "" {
+		options = append(options, m3.WithToken(token))
+	}
+	return options, nil
+}

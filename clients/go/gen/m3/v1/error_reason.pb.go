@@ -360,6 +360,29 @@ const (
 	//	  "metadata": {}
 	//	}
 	ErrorReason_ERROR_REASON_SERVICE_SHUTTING_DOWN ErrorReason = 15
+	// The call carries no credentials, or credentials the service does not
+	// accept, and the service requires them (an `authorization: Bearer <token>`
+	// metadata entry with a configured token, or a verified client certificate).
+	// Nothing was read or changed. Health checking and reflection answer
+	// without credentials unless the service is configured otherwise. The
+	// message never echoes the credentials.
+	//
+	// Wire reason: "UNAUTHENTICATED". Status code: UNAUTHENTICATED.
+	//
+	// Metadata: `credentials`: `missing` (no credentials were sent) or
+	// `invalid` (they were sent and not accepted: an unknown token, a
+	// malformed `authorization` value).
+	//
+	// Example of an ErrorInfo:
+	//
+	//	{
+	//	  "reason": "UNAUTHENTICATED",
+	//	  "domain": "m3grpc.dev",
+	//	  "metadata": {
+	//	    "credentials": "missing"
+	//	  }
+	//	}
+	ErrorReason_ERROR_REASON_UNAUTHENTICATED ErrorReason = 16
 )
 
 // Enum value maps for ErrorReason.
@@ -381,6 +404,7 @@ var (
 		13: "ERROR_REASON_ROUND_LIMIT_EXCEEDED",
 		14: "ERROR_REASON_INTERNAL",
 		15: "ERROR_REASON_SERVICE_SHUTTING_DOWN",
+		16: "ERROR_REASON_UNAUTHENTICATED",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":                        0,
@@ -399,6 +423,7 @@ var (
 		"ERROR_REASON_ROUND_LIMIT_EXCEEDED":               13,
 		"ERROR_REASON_INTERNAL":                           14,
 		"ERROR_REASON_SERVICE_SHUTTING_DOWN":              15,
+		"ERROR_REASON_UNAUTHENTICATED":                    16,
 	}
 )
 
@@ -433,7 +458,7 @@ var File_m3_v1_error_reason_proto protoreflect.FileDescriptor
 
 const file_m3_v1_error_reason_proto_rawDesc = "" +
 	"\n" +
-	"\x18m3/v1/error_reason.proto\x12\x05m3.v1*\xfd\x04\n" +
+	"\x18m3/v1/error_reason.proto\x12\x05m3.v1*\x9f\x05\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12(\n" +
 	"$ERROR_REASON_MODEL_VALIDATION_FAILED\x10\x01\x12&\n" +
@@ -451,7 +476,8 @@ const file_m3_v1_error_reason_proto_rawDesc = "" +
 	"%ERROR_REASON_ELICITATION_NOT_ANSWERED\x10\f\x12%\n" +
 	"!ERROR_REASON_ROUND_LIMIT_EXCEEDED\x10\r\x12\x19\n" +
 	"\x15ERROR_REASON_INTERNAL\x10\x0e\x12&\n" +
-	"\"ERROR_REASON_SERVICE_SHUTTING_DOWN\x10\x0fB\x86\x01\n" +
+	"\"ERROR_REASON_SERVICE_SHUTTING_DOWN\x10\x0f\x12 \n" +
+	"\x1cERROR_REASON_UNAUTHENTICATED\x10\x10B\x86\x01\n" +
 	"\tcom.m3.v1B\x10ErrorReasonProtoP\x01Z2github.com/m3grpc/m3grpc/clients/go/gen/m3/v1;m3v1\xa2\x02\x03MXX\xaa\x02\x05M3.V1\xca\x02\x05M3\\V1\xe2\x02\x11M3\\V1\\GPBMetadata\xea\x02\x06M3::V1b\x06proto3"
 
 var (
