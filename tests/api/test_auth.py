@@ -223,13 +223,26 @@ def test_allow_insecure_is_the_explicit_opt_out() -> None:
     from m3grpc.api.server import InsecureListenError, _check_exposure
 
     with pytest.raises(InsecureListenError):
-        _check_exposure(ServiceConfig(), "0.0.0.0:50051")
-    _check_exposure(ServiceConfig(allow_insecure=True), "0.0.0.0:50051")
+        _check_exposure(ServiceConfig(), "0.0.0.0:50051", None)
+    _check_exposure(ServiceConfig(allow_insecure=True), "0.0.0.0:50051", None)
     for loopback in ("127.0.0.1:1", "127.8.0.1:1", "[::1]:1", "localhost:1", "LOCALHOST:1"):
-        _check_exposure(ServiceConfig(), loopback)
+        _check_exposure(ServiceConfig(), loopback, None)
+        _check_exposure(ServiceConfig(), "127.0.0.1:2", loopback)  # a loopback inbox
     for beyond in ("10.0.0.1:1", "[::]:1", "example.internal:1"):
         with pytest.raises(InsecureListenError):
-            _check_exposure(ServiceConfig(), beyond)
+            _check_exposure(ServiceConfig(), beyond, None)
+        # The web inbox has no authentication of its own: beyond loopback it is
+        # refused even when the gRPC API itself stays on loopback.
+        with pytest.raises(InsecureListenError, match="web inbox"):
+            _check_exposure(ServiceConfig(), "127.0.0.1:2", beyond)
+        _check_exposure(ServiceConfig(allow_insecure=True), "127.0.0.1:2", beyond)
+
+
+def test_an_inbox_beyond_loopback_is_refused_at_startup(tmp_path: Path) -> None:
+    config = write_config(tmp_path / "m3.toml", tmp_path / "m3.sqlite")
+    line = refused("--config", str(config), "--inbox-listen", "0.0.0.0:0")
+    assert "web inbox" in line and "allow_insecure" in line, line
+    assert not (tmp_path / "m3.sqlite").exists()
 
 
 def test_unreadable_tls_files_are_refused(tmp_path: Path, pki: Pki) -> None:
