@@ -354,6 +354,10 @@ RUN_ELSEWHERE: dict[str, str] = {
 }
 
 SKIPS: dict[str, str] = {
+    "README.md > Security: TLS, tokens, tenant isolation > python[0]": (
+        "needs a TLS service, certificate files and a token; tests/api/test_auth.py makes "
+        "those (tests/support/certs.py) and calls the kit with TlsOptions and a token"
+    ),
     "clients/typescript/README.md > API > ts[0]": (
         "a fragment showing how to pass an OpenTelemetry interceptor (it needs "
         "@opentelemetry/api, not a dependency here); tests/api/test_tracing.py and the "
