@@ -18,6 +18,7 @@ handler (the servicers' tenant isolation reads it).
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import hashlib
 import hmac
@@ -29,6 +30,7 @@ import grpc
 from grpc_status import rpc_status
 
 from m3grpc.api.config import Auth, ServiceConfig
+from m3grpc.api.interceptors import wrap_handler
 from m3grpc.errors import UnauthenticatedError
 from m3grpc.wire.status import status_for
 
@@ -163,25 +165,7 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         method = str(handler_call_details.method)
         if not self._protect_health and method.startswith(OPEN_PREFIXES):
             return handler
-        if handler.unary_unary is not None:
-            return grpc.unary_unary_rpc_method_handler(
-                self._unary(handler.unary_unary),
-                request_deserializer=handler.request_deserializer,
-                response_serializer=handler.response_serializer,
-            )
-        if handler.unary_stream is not None:
-            return grpc.unary_stream_rpc_method_handler(
-                self._streaming(handler.unary_stream),
-                request_deserializer=handler.request_deserializer,
-                response_serializer=handler.response_serializer,
-            )
-        if handler.stream_stream is not None:
-            return grpc.stream_stream_rpc_method_handler(
-                self._streaming(handler.stream_stream),
-                request_deserializer=handler.request_deserializer,
-                response_serializer=handler.response_serializer,
-            )
-        return handler  # stream-unary: none are served
+        return wrap_handler(handler, self._authenticated)
 
     async def _principal(self, context: Any) -> Principal:
         try:
@@ -192,21 +176,7 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
             await context.abort_with_status(rpc_status.to_status(status_for(error)))
             raise AssertionError("abort_with_status returned") from None  # pragma: no cover
 
-    def _unary(self, behaviour: Callable[..., Any]) -> Callable[..., Any]:
-        async def wrapper(request: Any, context: Any) -> Any:
-            CURRENT_PRINCIPAL.set(await self._principal(context))
-            return await behaviour(request, context)
-
-        return wrapper
-
-    def _streaming(self, behaviour: Callable[..., Any]) -> Callable[..., Any]:
-        async def wrapper(request: Any, context: Any) -> AsyncIterator[Any]:
-            CURRENT_PRINCIPAL.set(await self._principal(context))
-            result = behaviour(request, context)
-            if hasattr(result, "__aiter__"):
-                async for item in result:
-                    yield item
-            else:  # a handler that writes with context.write and returns
-                await result
-
-        return wrapper
+    @contextlib.asynccontextmanager
+    async def _authenticated(self, context: Any) -> AsyncIterator[None]:
+        CURRENT_PRINCIPAL.set(await self._principal(context))
+        yield

@@ -26,6 +26,7 @@ from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 
 from m3grpc import tracing
 from m3grpc.api.config import TracingSection
+from m3grpc.api.interceptors import wrap_handler
 from m3grpc.api.rpc_log import _code_name
 
 _INSTRUMENTATION = "m3grpc"
@@ -190,19 +191,10 @@ class TracingInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
             for key, value in (handler_call_details.invocation_metadata or ())
             if isinstance(value, str)
         }
-        if handler.unary_unary is not None:
-            return grpc.unary_unary_rpc_method_handler(
-                self._unary(method, carrier, handler.unary_unary),
-                request_deserializer=handler.request_deserializer,
-                response_serializer=handler.response_serializer,
-            )
-        if handler.unary_stream is not None:
-            return grpc.unary_stream_rpc_method_handler(
-                self._streaming(method, carrier, handler.unary_stream),
-                request_deserializer=handler.request_deserializer,
-                response_serializer=handler.response_serializer,
-            )
-        return handler
+        # Stream-stream calls (reflection) are not traced.
+        return wrap_handler(
+            handler, lambda context: self._traced(method, carrier, context), stream_stream=False
+        )
 
     @contextlib.contextmanager
     def _server_span(self, method: str, carrier: Mapping[str, str]) -> Iterator[trace.Span]:
@@ -226,50 +218,23 @@ class TracingInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         if code != "OK":
             span.set_status(Status(StatusCode.ERROR, code))
 
-    def _unary(
-        self, method: str, carrier: Mapping[str, str], behaviour: Callable[..., Any]
-    ) -> Callable[..., Any]:
-        async def wrapper(request: Any, context: Any) -> Any:
-            started = time.monotonic()
-            default = grpc.StatusCode.OK
-            with self._server_span(method, carrier) as span:
-                try:
-                    return await behaviour(request, context)
-                except asyncio.CancelledError:
-                    default = grpc.StatusCode.CANCELLED
-                    raise
-                except BaseException:
-                    default = grpc.StatusCode.UNKNOWN
-                    raise
-                finally:
-                    self._finish(span, context, default, started)
-
-        return wrapper
-
-    def _streaming(
-        self, method: str, carrier: Mapping[str, str], behaviour: Callable[..., Any]
-    ) -> Callable[..., Any]:
-        async def wrapper(request: Any, context: Any) -> AsyncIterator[Any]:
-            started = time.monotonic()
-            default = grpc.StatusCode.OK
-            with self._server_span(method, carrier) as span:
-                try:
-                    result = behaviour(request, context)
-                    if hasattr(result, "__aiter__"):
-                        async for item in result:
-                            yield item
-                    else:  # a handler that writes with context.write and returns
-                        await result
-                except asyncio.CancelledError:
-                    default = grpc.StatusCode.CANCELLED
-                    raise
-                except BaseException:
-                    default = grpc.StatusCode.UNKNOWN
-                    raise
-                finally:
-                    self._finish(span, context, default, started)
-
-        return wrapper
+    @contextlib.asynccontextmanager
+    async def _traced(
+        self, method: str, carrier: Mapping[str, str], context: Any
+    ) -> AsyncIterator[None]:
+        started = time.monotonic()
+        default = grpc.StatusCode.OK
+        with self._server_span(method, carrier) as span:
+            try:
+                yield
+            except asyncio.CancelledError:
+                default = grpc.StatusCode.CANCELLED
+                raise
+            except BaseException:
+                default = grpc.StatusCode.UNKNOWN
+                raise
+            finally:
+                self._finish(span, context, default, started)
 
 
 def uninstall_tracing(provider: TracerProvider) -> None:

@@ -7,12 +7,15 @@ Requests and responses are never logged: only the method, the code and the time.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import grpc
+
+from m3grpc.api.interceptors import wrap_handler
 
 log = logging.getLogger("m3grpc.rpc")
 
@@ -58,64 +61,19 @@ class RpcLogInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         if handler is None:
             return None
         method = str(handler_call_details.method)
-        if handler.unary_unary is not None:
-            return grpc.unary_unary_rpc_method_handler(
-                self._unary(method, handler.unary_unary),
-                request_deserializer=handler.request_deserializer,
-                response_serializer=handler.response_serializer,
-            )
-        if handler.unary_stream is not None:
-            return grpc.unary_stream_rpc_method_handler(
-                self._streaming(method, handler.unary_stream),
-                request_deserializer=handler.request_deserializer,
-                response_serializer=handler.response_serializer,
-            )
-        if handler.stream_stream is not None:
-            return grpc.stream_stream_rpc_method_handler(
-                self._streaming(method, handler.stream_stream),
-                request_deserializer=handler.request_deserializer,
-                response_serializer=handler.response_serializer,
-            )
-        return handler  # stream-unary: none are served
+        return wrap_handler(handler, lambda context: self._observed(method, context))
 
-    def _unary(self, method: str, behaviour: Callable[..., Any]) -> Callable[..., Any]:
-        async def wrapper(request: Any, context: Any) -> Any:
-            started = time.monotonic()
-            code = grpc.StatusCode.OK
-            try:
-                return await behaviour(request, context)
-            except asyncio.CancelledError:
-                code = grpc.StatusCode.CANCELLED
-                raise
-            except grpc.aio.AbortError:
-                code = grpc.StatusCode.UNKNOWN
-                raise
-            except Exception:
-                code = grpc.StatusCode.UNKNOWN
-                raise
-            finally:
-                self._done(method, _code_name(context, code), started)
-
-        return wrapper
-
-    def _streaming(self, method: str, behaviour: Callable[..., Any]) -> Callable[..., Any]:
-        async def wrapper(request: Any, context: Any) -> AsyncIterator[Any]:
-            started = time.monotonic()
-            code = grpc.StatusCode.OK
-            try:
-                result = behaviour(request, context)
-                if hasattr(result, "__aiter__"):
-                    async for item in result:
-                        yield item
-                else:  # a handler that writes with context.write and returns
-                    await result
-            except asyncio.CancelledError:
-                code = grpc.StatusCode.CANCELLED
-                raise
-            except Exception:
-                code = grpc.StatusCode.UNKNOWN
-                raise
-            finally:
-                self._done(method, _code_name(context, code), started)
-
-        return wrapper
+    @contextlib.asynccontextmanager
+    async def _observed(self, method: str, context: Any) -> AsyncIterator[None]:
+        started = time.monotonic()
+        code = grpc.StatusCode.OK
+        try:
+            yield
+        except asyncio.CancelledError:
+            code = grpc.StatusCode.CANCELLED
+            raise
+        except Exception:
+            code = grpc.StatusCode.UNKNOWN
+            raise
+        finally:
+            self._done(method, _code_name(context, code), started)
