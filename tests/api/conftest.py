@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -208,14 +208,26 @@ def start_server(tmp: Path, name: str = "server", **config: Any) -> ServerProces
     return ServerProcess(path, tmp / f"{name}.log").start()
 
 
-@pytest.fixture(scope="session")
-def shared_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    """One server for the modules whose tests do not watch every execution."""
-    server = start_server(tmp_path_factory.mktemp("shared"))
+def add_servers(config: Path, bindings: Mapping[str, Mapping[str, Any]]) -> None:
+    """Appends one `[servers.<name>]` table per binding to the configuration file."""
+    with config.open("a") as out:
+        for name, table in bindings.items():
+            out.write(f"[servers.{name}]\n")
+            out.writelines(f"{key} = {json.dumps(value)}\n" for key, value in table.items())
+
+
+def running(server: ServerProcess) -> Iterator[ServerProcess]:
+    """A fixture's body: yields the started `server`, then terminates it."""
     try:
         yield server
     finally:
         server.terminate()
+
+
+@pytest.fixture(scope="session")
+def shared_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    """One server for the modules whose tests do not watch every execution."""
+    yield from running(start_server(tmp_path_factory.mktemp("shared")))
 
 
 @pytest.fixture

@@ -6,7 +6,6 @@ Python internals such as `ExceptionGroup(...)` or `FileNotFoundError(2, ...)`.
 
 from __future__ import annotations
 
-import json
 import socket
 import sys
 from collections.abc import Iterator
@@ -14,7 +13,7 @@ from collections.abc import Iterator
 import pytest
 
 from m3grpc.wire.gen.m3.v1 import execution_pb2
-from tests.api.conftest import ServerProcess, Stubs, write_config
+from tests.api.conftest import ServerProcess, Stubs, add_servers, running, write_config
 
 # What a server started in an environment without its SDK prints before exiting 1.
 MISSING_MODULE = "ModuleNotFoundError: No module named 'mcp'"
@@ -77,15 +76,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
         "crashing": {"command": sys.executable, "args": [str(crashing)]},
         "nowhere": {"command": sys.executable, "cwd": str(tmp / "no-such-directory")},
     }
-    with config.open("a") as out:
-        for name, table in bindings.items():
-            out.write(f"[servers.{name}]\n")
-            out.writelines(f"{key} = {json.dumps(value)}\n" for key, value in table.items())
-    process = ServerProcess(config, tmp / "server.log").start()
-    try:
-        yield process
-    finally:
-        process.terminate()
+    add_servers(config, bindings)
+    yield from running(ServerProcess(config, tmp / "server.log").start())
 
 
 def failed_operation(

@@ -9,11 +9,12 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import venv
 from pathlib import Path
 
-from .conftest import ROOT, ServerProcess
+from tests.support.wheel import build_wheel, run_installed
+
+from .conftest import ServerProcess
 
 # Run inside the fresh environment; prints one JSON line.
 PROGRAM = r"""
@@ -50,38 +51,15 @@ print(json.dumps(report))
 """
 
 
-def _run(*args: str | Path, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    # No PYTHONPATH: the checkout (and its egg-info) must not count as installed.
-    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
-    done = subprocess.run(
-        [str(arg) for arg in args], capture_output=True, text=True, timeout=timeout, env=env
-    )
-    assert done.returncode == 0, f"{args}: {done.stdout}\n{done.stderr}"
-    return done
-
-
 def test_client_installs_and_runs_without_the_server_extra(
     tmp_path: Path, shared_server: ServerProcess
 ) -> None:
     # The wheel is built from this checkout with the build tools already here; the
     # fresh environment then installs it and its dependencies the usual way.
-    dist = tmp_path / "dist"
-    _run(
-        sys.executable,
-        "-m",
-        "pip",
-        "wheel",
-        "-q",
-        "--no-deps",
-        "--no-build-isolation",
-        "-w",
-        dist,
-        ROOT,
-    )
-    wheel = next(dist.glob("m3grpc-*.whl"))
+    wheel = build_wheel(tmp_path / "dist")
     venv.create(tmp_path / "venv", with_pip=True)
     python = tmp_path / "venv" / "bin" / "python"
-    _run(python, "-m", "pip", "install", "-q", wheel)
+    run_installed(python, "-m", "pip", "install", "-q", wheel)
 
     # Run outside the checkout, so only the installed copy is importable.
     done = subprocess.run(

@@ -4,7 +4,6 @@ binding name (ListServers or Submit) lists the known ones."""
 
 from __future__ import annotations
 
-import json
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,7 +14,14 @@ import pytest
 from m3grpc.client import AsyncRemoteMCPTestKit, RemoteMCPTestKit
 from m3grpc.errors import ServerBindingNotFoundError
 from m3grpc.wire.gen.m3.v1 import execution_pb2, execution_service_pb2
-from tests.api.conftest import ServerProcess, Stubs, expect_failure, write_config
+from tests.api.conftest import (
+    ServerProcess,
+    Stubs,
+    add_servers,
+    expect_failure,
+    running,
+    write_config,
+)
 
 KNOWN = ["closed", "example", "missing", "shipping", "shipping_mrtr"]
 
@@ -34,15 +40,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
         "missing": {"command": str(tmp / "no-such-mcp-server")},
         "closed": {"url": f"http://127.0.0.1:{_closed_port()}/mcp", "protocol": "2026-07-28"},
     }
-    with config.open("a") as out:
-        for name, table in bindings.items():
-            out.write(f"[servers.{name}]\n")
-            out.writelines(f"{key} = {json.dumps(value)}\n" for key, value in table.items())
-    process = ServerProcess(config, tmp / "server.log").start()
-    try:
-        yield process
-    finally:
-        process.terminate()
+    add_servers(config, bindings)
+    yield from running(ServerProcess(config, tmp / "server.log").start())
 
 
 def test_bindings_without_connecting(server: ServerProcess) -> None:

@@ -7,13 +7,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.api.conftest import ServerProcess, start_server
+from tests.api.conftest import ServerProcess, running, start_server
 
 
 @pytest.fixture(scope="session")
 def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    server = start_server(tmp_path_factory.mktemp("clients"))
-    try:
-        yield server
-    finally:
-        server.terminate()
+    yield from running(start_server(tmp_path_factory.mktemp("clients")))

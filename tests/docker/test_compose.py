@@ -7,9 +7,7 @@ the `postgres` service) migrates once, then two replicas serve it side by side.
 
 from __future__ import annotations
 
-import os
 import tomllib
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,11 +18,12 @@ import yaml
 
 from m3grpc.api.config import ServiceConfig
 from tests.docker.conftest import ROOT, EntrypointServer, entrypoint_env, run_entrypoint
+from tests.storage.conftest import POSTGRES_URL
+from tests.storage.conftest import postgres_database as fresh_postgres_database
 
 COMPOSE = yaml.safe_load((ROOT / "compose.yaml").read_text())
 SERVICES: dict[str, Any] = COMPOSE["services"]
 REPLICAS = ("m3-a", "m3-b")
-POSTGRES_URL = os.environ.get("M3_TEST_POSTGRES_URL")
 
 
 def test_two_replicas_start_after_the_migration_on_one_database() -> None:
@@ -56,16 +55,7 @@ def test_two_replicas_start_after_the_migration_on_one_database() -> None:
 def postgres_database() -> Iterator[str]:
     if POSTGRES_URL is None:
         pytest.skip("M3_TEST_POSTGRES_URL not set")
-    name = f"m3_compose_{uuid.uuid4().hex[:12]}"
-    admin = sa.create_engine(POSTGRES_URL, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
-    try:
-        yield sa.make_url(POSTGRES_URL).set(database=name).render_as_string(hide_password=False)
-    finally:
-        with admin.connect() as conn:
-            conn.execute(sa.text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
+    yield from fresh_postgres_database("m3_compose")
 
 
 @pytest.mark.postgres

@@ -12,26 +12,12 @@ from pathlib import Path
 import pytest
 
 from tests.ops.conftest import m3grpc
-from tests.storage.conftest import POSTGRES_URL, postgres_database
+from tests.storage.conftest import BACKENDS, backend_database
 
 
-@pytest.fixture(
-    params=[
-        "sqlite",
-        pytest.param(
-            "postgresql",
-            marks=[
-                pytest.mark.postgres,
-                pytest.mark.skipif(POSTGRES_URL is None, reason="M3_TEST_POSTGRES_URL not set"),
-            ],
-        ),
-    ]
-)
+@pytest.fixture(params=BACKENDS)
 def database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield str(tmp_path / "m3.sqlite")
-    else:
-        yield from postgres_database()
+    yield from backend_database(request, tmp_path / "m3.sqlite")
 
 
 def test_upgrade_then_status(database: str) -> None:

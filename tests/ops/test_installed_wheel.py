@@ -3,41 +3,18 @@ wheel, outside the checkout, with no alembic.ini anywhere."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import venv
 from pathlib import Path
 
-from tests.ops.conftest import ROOT
+from tests.support.wheel import build_wheel, run_installed
 
 
 def _run(*args: str | Path, cwd: Path) -> str:
-    # No PYTHONPATH: only the installed copy of m3grpc may count.
-    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
-    done = subprocess.run(
-        [str(arg) for arg in args], cwd=cwd, env=env, capture_output=True, text=True, timeout=600
-    )
-    assert done.returncode == 0, f"{args}: {done.stdout}\n{done.stderr}"
-    return done.stdout
+    return run_installed(*args, cwd=cwd).stdout
 
 
 def test_db_upgrade_from_an_installed_wheel(tmp_path: Path) -> None:
-    dist = tmp_path / "dist"
-    _run(
-        sys.executable,
-        "-m",
-        "pip",
-        "wheel",
-        "-q",
-        "--no-deps",
-        "--no-build-isolation",
-        "-w",
-        dist,
-        ROOT,
-        cwd=tmp_path,
-    )
-    wheel = next(dist.glob("m3grpc-*.whl"))
+    wheel = build_wheel(tmp_path / "dist", cwd=tmp_path)
     # The dependencies come from this interpreter's site-packages; m3grpc from the wheel.
     venv.create(tmp_path / "venv", with_pip=True, system_site_packages=True)
     bin_dir = tmp_path / "venv" / "bin"

@@ -46,9 +46,10 @@ def clock() -> ManualClock:
     return ManualClock()
 
 
-def postgres_database() -> Iterator[str]:
+def postgres_database(prefix: str = "m3_test") -> Iterator[str]:
+    """A fresh database on the test PostgreSQL (its URL), dropped afterwards."""
     assert POSTGRES_URL is not None
-    name = f"m3_test_{uuid.uuid4().hex[:12]}"
+    name = f"{prefix}_{uuid.uuid4().hex[:12]}"
     admin = sa.create_engine(POSTGRES_URL, isolation_level="AUTOCOMMIT")
     with admin.connect() as conn:
         conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
@@ -60,24 +61,32 @@ def postgres_database() -> Iterator[str]:
         admin.dispose()
 
 
-@pytest.fixture(
-    params=[
-        "sqlite",
-        pytest.param(
-            "postgresql",
-            marks=[
-                pytest.mark.postgres,
-                pytest.mark.skipif(POSTGRES_URL is None, reason="M3_TEST_POSTGRES_URL not set"),
-            ],
-        ),
-    ]
-)
-def database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """A database URL (or SQLite path) of one backend, empty."""
+# The backends a `database` fixture runs over: PostgreSQL only when configured.
+BACKENDS = [
+    "sqlite",
+    pytest.param(
+        "postgresql",
+        marks=[
+            pytest.mark.postgres,
+            pytest.mark.skipif(POSTGRES_URL is None, reason="M3_TEST_POSTGRES_URL not set"),
+        ],
+    ),
+]
+
+
+def backend_database(request: pytest.FixtureRequest, sqlite_path: Path) -> Iterator[str]:
+    """An empty database of the backend `request.param` names: `sqlite_path`, or
+    a fresh PostgreSQL database's URL."""
     if request.param == "sqlite":
-        yield str(tmp_path / "executions.sqlite")
+        yield str(sqlite_path)
     else:
         yield from postgres_database()
+
+
+@pytest.fixture(params=BACKENDS)
+def database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A database URL (or SQLite path) of one backend, empty."""
+    yield from backend_database(request, tmp_path / "executions.sqlite")
 
 
 @pytest.fixture
