@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 import grpc
 
 from m3grpc.client import calls
-from m3grpc.client.calls import Call, Connection, Stubs, TlsOptions
+from m3grpc.client.calls import Call, Connection
 from m3grpc.client.trace_context import with_trace
 from m3grpc.servers import ServerDescription
 from m3grpc.specs import AgentSpec, ElicitationPlan, OperationSpec, PermissionPolicy, ScriptStep
@@ -40,23 +40,11 @@ from m3grpc.wire.status import typed_error
 R = TypeVar("R")
 
 
-class AsyncRemoteMCPTestKit:
+class AsyncRemoteMCPTestKit(calls.KitBase[grpc.aio.Channel]):
     """Like RemoteMCPTestKit, with awaitable methods; create it inside the event loop."""
 
-    def __init__(
-        self,
-        target: str,
-        *,
-        timeout: float | None = 30.0,
-        tls: TlsOptions | None = None,
-        token: str | None = None,
-        metadata: Mapping[str, str] | None = None,
-    ) -> None:
-        connection = Connection.of(tls, token, metadata)
-        self._channel = connection.aio_channel(target)
-        self._metadata = connection.call_metadata()
-        self._stubs = Stubs.on(self._channel)
-        self.timeout = timeout
+    def _open_channel(self, connection: Connection, target: str) -> grpc.aio.Channel:
+        return connection.aio_channel(target)
 
     async def __aenter__(self) -> AsyncRemoteMCPTestKit:
         return self

@@ -114,6 +114,32 @@ class Connection:
         return self.metadata or None
 
 
+ChannelT = TypeVar("ChannelT")
+
+
+class KitBase(Generic[ChannelT]):
+    """What both remote kits are built from: the channel to `target`, the metadata of
+    every call, the stubs on the channel, and `timeout` (seconds; None: no deadline)."""
+
+    def __init__(
+        self,
+        target: str,
+        *,
+        timeout: float | None = 30.0,
+        tls: TlsOptions | None = None,
+        token: str | None = None,
+        metadata: Mapping[str, str] | None = None,
+    ) -> None:
+        connection = Connection.of(tls, token, metadata)
+        self._channel = self._open_channel(connection, target)
+        self._metadata = connection.call_metadata()
+        self._stubs = Stubs.on(self._channel)
+        self.timeout = timeout
+
+    def _open_channel(self, connection: Connection, target: str) -> ChannelT:
+        raise NotImplementedError
+
+
 # The kit's own per-call deadline (its `timeout`), unless a call carries one.
 KIT_TIMEOUT: Literal["kit"] = "kit"
 

@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 import grpc
 
 from m3grpc.client import calls
-from m3grpc.client.calls import Call, Connection, Stubs, TlsOptions
+from m3grpc.client.calls import Call, Connection
 from m3grpc.client.trace_context import with_trace
 from m3grpc.servers import ServerDescription
 from m3grpc.specs import AgentSpec, ElicitationPlan, OperationSpec, PermissionPolicy, ScriptStep
@@ -43,27 +43,15 @@ from m3grpc.wire.status import typed_error
 R = TypeVar("R")
 
 
-class RemoteMCPTestKit:
+class RemoteMCPTestKit(calls.KitBase[grpc.Channel]):
     """A client of an `m3grpc serve` service; owns its channel (use it as a context manager).
 
     `timeout` is the deadline, in seconds, of every call except Result waits and
     WatchPending streams; None: no deadline.
     """
 
-    def __init__(
-        self,
-        target: str,
-        *,
-        timeout: float | None = 30.0,
-        tls: TlsOptions | None = None,
-        token: str | None = None,
-        metadata: Mapping[str, str] | None = None,
-    ) -> None:
-        connection = Connection.of(tls, token, metadata)
-        self._channel = connection.sync_channel(target)
-        self._metadata = connection.call_metadata()
-        self._stubs = Stubs.on(self._channel)
-        self.timeout = timeout
+    def _open_channel(self, connection: Connection, target: str) -> grpc.Channel:
+        return connection.sync_channel(target)
 
     def __enter__(self) -> RemoteMCPTestKit:
         return self
