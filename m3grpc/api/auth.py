@@ -22,15 +22,14 @@ import contextlib
 import contextvars
 import hashlib
 import hmac
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
-import grpc
 from grpc_status import rpc_status
 
 from m3grpc.api.config import Auth, ServiceConfig
-from m3grpc.api.interceptors import wrap_handler
+from m3grpc.api.interceptors import WrappingInterceptor, wrap_handler
 from m3grpc.errors import UnauthenticatedError
 from m3grpc.wire.status import status_for
 
@@ -136,7 +135,7 @@ def _unauthenticated(credentials: str, message: str) -> UnauthenticatedError:
     return UnauthenticatedError(message, metadata={"credentials": credentials})
 
 
-class AuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
+class AuthInterceptor(WrappingInterceptor):
     """Authenticates each call before its handler runs (see the module docstring)."""
 
     def __init__(self, authenticator: Authenticator, *, protect_health: bool) -> None:
@@ -154,15 +153,7 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
             protect_health=config.auth.require_for_health,
         )
 
-    async def intercept_service(
-        self,
-        continuation: Callable[[Any], Awaitable[Any]],
-        handler_call_details: Any,
-    ) -> Any:
-        handler = await continuation(handler_call_details)
-        if handler is None:
-            return None
-        method = str(handler_call_details.method)
+    def wrap(self, handler: Any, method: str, details: Any) -> Any:
         if not self._protect_health and method.startswith(OPEN_PREFIXES):
             return handler
         return wrap_handler(handler, self._authenticated)

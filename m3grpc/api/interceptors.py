@@ -8,7 +8,7 @@ last response (or its error), for unary and streaming behaviours alike.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
@@ -16,6 +16,24 @@ import grpc
 
 # Given the call's context, what to run the call inside.
 Around = Callable[[Any], AbstractAsyncContextManager[object]]
+
+
+class WrappingInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
+    """A server interceptor that passes each served method's handler through `wrap`."""
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[Any], Awaitable[Any]],
+        handler_call_details: Any,
+    ) -> Any:
+        handler = await continuation(handler_call_details)
+        if handler is None:
+            return None
+        return self.wrap(handler, str(handler_call_details.method), handler_call_details)
+
+    def wrap(self, handler: Any, method: str, details: Any) -> Any:
+        """The handler to serve `method` with (`details`: its grpc.HandlerCallDetails)."""
+        raise NotImplementedError
 
 
 def wrap_handler(handler: Any, around: Around, *, stream_stream: bool = True) -> Any:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import Any
 
 import grpc
@@ -26,7 +26,7 @@ from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 
 from m3grpc import tracing
 from m3grpc.api.config import TracingSection
-from m3grpc.api.interceptors import wrap_handler
+from m3grpc.api.interceptors import WrappingInterceptor, wrap_handler
 from m3grpc.api.rpc_log import _code_name
 
 _INSTRUMENTATION = "m3grpc"
@@ -166,7 +166,7 @@ def install_tracing(section: TracingSection) -> TracerProvider:
     return provider
 
 
-class TracingInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
+class TracingInterceptor(WrappingInterceptor):
     """One SERVER span per RPC (`rpc.*` attributes, the status code), child of the
     trace context in the call's metadata (W3C `traceparent`/`tracestate`).
 
@@ -177,18 +177,12 @@ class TracingInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
     def __init__(self, provider: TracerProvider) -> None:
         self._tracer = provider.get_tracer(_INSTRUMENTATION)
 
-    async def intercept_service(
-        self,
-        continuation: Callable[[Any], Awaitable[Any]],
-        handler_call_details: Any,
-    ) -> Any:
-        handler = await continuation(handler_call_details)
-        method = str(handler_call_details.method)
-        if handler is None or method.startswith("/grpc.health."):
+    def wrap(self, handler: Any, method: str, details: Any) -> Any:
+        if method.startswith("/grpc.health."):
             return handler
         carrier = {
             key: value
-            for key, value in (handler_call_details.invocation_metadata or ())
+            for key, value in (details.invocation_metadata or ())
             if isinstance(value, str)
         }
         # Stream-stream calls (reflection) are not traced.

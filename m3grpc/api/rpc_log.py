@@ -10,12 +10,12 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import grpc
 
-from m3grpc.api.interceptors import wrap_handler
+from m3grpc.api.interceptors import WrappingInterceptor, wrap_handler
 
 log = logging.getLogger("m3grpc.rpc")
 
@@ -33,7 +33,7 @@ def _code_name(context: Any, default: grpc.StatusCode) -> str:
     return str(default.name)
 
 
-class RpcLogInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
+class RpcLogInterceptor(WrappingInterceptor):
     def __init__(self, observer: RpcObserver | None = None) -> None:
         self._observer = observer
 
@@ -52,15 +52,7 @@ class RpcLogInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]
         if self._observer is not None:
             self._observer(method, code, seconds)
 
-    async def intercept_service(
-        self,
-        continuation: Callable[[Any], Awaitable[Any]],
-        handler_call_details: Any,
-    ) -> Any:
-        handler = await continuation(handler_call_details)
-        if handler is None:
-            return None
-        method = str(handler_call_details.method)
+    def wrap(self, handler: Any, method: str, details: Any) -> Any:
         return wrap_handler(handler, lambda context: self._observed(method, context))
 
     @contextlib.asynccontextmanager
