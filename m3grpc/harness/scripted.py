@@ -899,13 +899,7 @@ class _Run:
             protocol="mrtr",
             resume_token=resume_token,
         )
-        active.rounds += 1
-        try:
-            answers = await self._resolve(round)
-        except Exception as exc:  # M3Error is recorded, anything else re-raised by _operate
-            active.abort(error=exc)
-            return None
-        results = _check_answers(active, round, answers)
+        results = await self._answered(active, round)
         if results is None:
             return None
         return {wire_keys[key]: result for key, result in results.items()}
@@ -918,13 +912,7 @@ class _Run:
         keys = _resume_keys(round)
         assert keys is not None, "checked by _run_one"
         wire_keys, roots = keys
-        active.rounds += 1
-        try:
-            answers = await self._resolve(round)
-        except Exception as exc:  # M3Error is recorded, anything else re-raised by _operate
-            active.abort(error=exc)
-            return None
-        results = _check_answers(active, round, answers)
+        results = await self._answered(active, round)
         if results is None:
             return None
         responses: InputResponses = {wire: self._roots() for wire in roots}
@@ -959,16 +947,11 @@ class _Run:
             request_state=None,
             protocol="legacy",
         )
-        active.rounds += 1
-        try:
-            answers = await self._resolve(round)
-        except Exception as exc:  # M3Error is recorded, anything else re-raised by _operate
-            active.abort(error=exc)
-            return _Stop(None)
-        if _check_answers(active, round, answers) is None:
+        results = await self._answered(active, round)
+        if results is None:
             return _Stop(None)
         for key, request in round.requests.items():
-            action = answers[key].action
+            action = results[key].action
             if action == "accept":
                 continue
             code = URL_ELICITATION_DECLINED if action == "decline" else URL_ELICITATION_CANCELLED
@@ -1066,6 +1049,20 @@ class _Run:
 
     async def _resolve(self, round: InputRound) -> Mapping[str, ElicitationResponse]:
         return await self._resolver(round)
+
+    async def _answered(
+        self, active: _ActiveOperation, round: InputRound
+    ) -> dict[str, ElicitResult] | None:
+        """Count the round, wait for its answers and check them: the ElicitResults to
+        send, or None with the operation aborted (an M3Error is recorded; anything
+        else is re-raised by _operate)."""
+        active.rounds += 1
+        try:
+            answers = await self._resolve(round)
+        except Exception as exc:
+            active.abort(error=exc)
+            return None
+        return _check_answers(active, round, answers)
 
     def _sdk_failure(self, ref: OperationRef, exc: Exception) -> _Outcome:
         if isinstance(exc, MCPError):
