@@ -183,3 +183,21 @@ class UnauthenticatedError(M3Error):
     (UNAUTHENTICATED). `metadata["credentials"]` is `missing` or `invalid`."""
 
     reason = "UNAUTHENTICATED"
+
+
+class StorageUnavailableError(M3Error):
+    """The database failed the request: unreachable, restarting, full, or it refused
+    the commit (UNAVAILABLE). Nothing of the request was written; retry after
+    `retry_after_seconds` (with the same request ID or idempotency key)."""
+
+    reason = "STORAGE_UNAVAILABLE"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        retry_after_seconds: float = 1.0,
+        metadata: Mapping[str, str] | None = None,
+    ) -> None:
+        super().__init__(message, metadata=metadata)
+        self.retry_after_seconds = retry_after_seconds

@@ -36,6 +36,7 @@ from m3grpc.runtime.leases import LeaseHolder
 from m3grpc.runtime.lifecycle import Lifecycle
 from m3grpc.runtime.limits import Limits, bounded_result
 from m3grpc.runtime.notifier import Notifier
+from m3grpc.runtime.outage import stored
 from m3grpc.runtime.recovery import recover_expired
 from m3grpc.runtime.resolvers import ManagedInputResolver, PlanInputResolver
 from m3grpc.runtime.submission import parse_spec
@@ -358,7 +359,7 @@ class WorkerPool:
             result = await asyncio.to_thread(bounded_result, result, self._limits)
             await self._ensure_lease(execution_id)
             try:
-                await asyncio.to_thread(self._store.finish, execution_id, lease.lease, result)
+                await stored(self._store.finish, execution_id, lease.lease, result)
                 self.lifecycle.execution_finished(
                     execution_id, result.outcome.value, result.failure_code
                 )

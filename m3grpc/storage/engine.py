@@ -14,10 +14,19 @@ the busy timeout.
 
 PostgreSQL: the same statements; read-then-write transactions lock their rows
 with `SELECT ... FOR UPDATE`.
+
+Storage faults become typed errors here, the one place every transaction passes
+through: lock contention past the busy timeout (or a PostgreSQL serialization
+failure) is a ManagedInputConflict (ABORTED), and a database that is unreachable,
+restarting, full, or that refuses the commit (a trigger, a constraint) is a
+StorageUnavailableError (UNAVAILABLE with a retry delay). Either way the
+transaction rolled back, so a retry with the same request ID or idempotency key
+is safe. Errors in M3's own SQL (ProgrammingError, DataError) stay unexpected.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -29,10 +38,17 @@ from weakref import WeakKeyDictionary
 import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy.exc import (
+    DataError,
+    DBAPIError,
+    NotSupportedError,
+    OperationalError,
+    ProgrammingError,
+)
+from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from sqlalchemy.pool import QueuePool
 
-from m3grpc.errors import ConflictKind, ManagedInputConflict
+from m3grpc.errors import ConflictKind, ManagedInputConflict, StorageUnavailableError
 from m3grpc.storage.schema import metadata
 from m3grpc.storage.schema_version import (
     REVISIONS,
@@ -41,6 +57,12 @@ from m3grpc.storage.schema_version import (
     read_schema_status,
     stamp,
 )
+
+log = logging.getLogger(__name__)
+
+# The retry delay a StorageUnavailableError suggests: a restart or a lock clears
+# in about this time, and retrying sooner only adds load.
+STORAGE_RETRY_SECONDS = 1.0
 
 SQLiteSynchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
 
@@ -208,21 +230,57 @@ def write_transaction(engine: Engine) -> Iterator[Connection]:
                 "the database stayed busy past the busy timeout; retry",
                 conflict_kind=ConflictKind.CONCURRENT_UPDATE,
             ) from exc
-        raise
+        raise _unavailable(exc) from exc
     except DBAPIError as exc:
         if _is_lock_contention(exc):
             raise ManagedInputConflict(
                 "a concurrent transaction conflicted; retry",
                 conflict_kind=ConflictKind.CONCURRENT_UPDATE,
             ) from exc
+        if not _is_own_mistake(exc):
+            raise _unavailable(exc) from exc
         raise
+    except PoolTimeoutError as exc:
+        raise _unavailable(exc) from exc
 
 
 @contextmanager
 def read_transaction(engine: Engine) -> Iterator[Connection]:
     """A read-only transaction: one consistent snapshot, no write lock."""
-    with engine.connect() as conn, conn.begin():
-        yield conn
+    try:
+        with engine.connect() as conn, conn.begin():
+            yield conn
+    except DBAPIError as exc:
+        if _is_own_mistake(exc):
+            raise
+        raise _unavailable(exc) from exc
+    except PoolTimeoutError as exc:
+        raise _unavailable(exc) from exc
+
+
+def _is_own_mistake(exc: DBAPIError) -> bool:
+    """An error in M3's statements or values, not a fault of the database: a bug."""
+    return isinstance(exc, ProgrammingError | DataError | NotSupportedError) and not (
+        exc.connection_invalidated
+    )
+
+
+def _unavailable(exc: Exception) -> StorageUnavailableError:
+    # Only the driver's first line is logged: later lines (PostgreSQL's DETAIL)
+    # can quote stored values, and the caller gets no driver text at all.
+    cause = getattr(exc, "orig", None) or exc
+    first_line = (str(cause).strip().splitlines() or [""])[0][:300]
+    log.warning(
+        "database fault: %s: %s",
+        type(cause).__name__,
+        first_line,
+        extra={"event": "storage.unavailable"},
+    )
+    return StorageUnavailableError(
+        "the database is unavailable or refused the request; "
+        "retry it (with the same request ID or idempotency key)",
+        retry_after_seconds=STORAGE_RETRY_SECONDS,
+    )
 
 
 def _is_lock_contention(exc: DBAPIError) -> bool:

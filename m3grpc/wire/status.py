@@ -26,6 +26,7 @@ before `OperationTimeout`).
 | ElicitationNotAnsweredError    | ELICITATION_NOT_ANSWERED           | FAILED_PRECONDITION | -                      |
 | RoundLimitExceededError        | ROUND_LIMIT_EXCEEDED               | FAILED_PRECONDITION | -                      |
 | ServiceShuttingDownError       | SERVICE_SHUTTING_DOWN              | UNAVAILABLE         | -                      |
+| StorageUnavailableError        | STORAGE_UNAVAILABLE                | UNAVAILABLE         | RetryInfo              |
 | UnauthenticatedError           | UNAUTHENTICATED                    | UNAUTHENTICATED     | -                      |
 | InternalError                  | INTERNAL                           | INTERNAL            | -                      |
 | any other exception            | INTERNAL                           | INTERNAL            | - (generic message)    |
@@ -34,9 +35,9 @@ ResourceInfo types: `m3grpc.dev/ElicitationRound`, `m3grpc.dev/Execution`,
 `m3grpc.dev/ServerBinding`; resource_name is the ID or binding name.
 PreconditionFailure has one violation: type = the reason, subject = the round
 ID (else the execution ID), description = the message. RetryInfo.retry_delay
-is the error's `retry_after_seconds`. An unexpected exception is logged with
-its traceback on the server; the client gets only "internal error". Text the
-caller supplied can be echoed (IDs, keys, schema messages): it is cut short,
+is the error's `retry_after_seconds` (WorkQueueFullError, StorageUnavailableError).
+An unexpected exception is logged with its traceback on the server; the
+client gets only "internal error". Text the caller supplied can be echoed (IDs, keys, schema messages): it is cut short,
 and at most eight field violations are sent, so a status always fits the
 trailer size clients accept.
 
@@ -82,6 +83,7 @@ from m3grpc.errors import (
     RoundNotFoundError,
     ServerBindingNotFoundError,
     ServiceShuttingDownError,
+    StorageUnavailableError,
     UnauthenticatedError,
     WorkQueueFullError,
 )
@@ -114,6 +116,7 @@ _CODES: dict[type[M3Error], grpc.StatusCode] = {
     ElicitationNotAnsweredError: grpc.StatusCode.FAILED_PRECONDITION,
     RoundLimitExceededError: grpc.StatusCode.FAILED_PRECONDITION,
     ServiceShuttingDownError: grpc.StatusCode.UNAVAILABLE,
+    StorageUnavailableError: grpc.StatusCode.UNAVAILABLE,
     InternalError: grpc.StatusCode.INTERNAL,
     UnauthenticatedError: grpc.StatusCode.UNAUTHENTICATED,
 }
@@ -216,7 +219,7 @@ def _extra_details(error: M3Error) -> list[message.Message]:
                 ]
             )
         ]
-    if isinstance(error, WorkQueueFullError):
+    if isinstance(error, WorkQueueFullError | StorageUnavailableError):
         return [
             error_details_pb2.RetryInfo(retry_delay=convert.duration(error.retry_after_seconds))
         ]
@@ -321,7 +324,7 @@ def error_from_status(status: status_pb2.Status) -> M3Error | None:
         except ValueError:
             return None
         return cls(message, conflict_kind=kind, metadata=metadata)
-    if issubclass(cls, WorkQueueFullError):
+    if issubclass(cls, WorkQueueFullError | StorageUnavailableError):
         retry = _detail(status, error_details_pb2.RetryInfo)
         delay = retry.retry_delay.ToTimedelta().total_seconds() if retry is not None else 1.0
         return cls(message, retry_after_seconds=delay, metadata=metadata)

@@ -74,6 +74,11 @@ CASES: list[tuple[errors.M3Error, grpc.StatusCode, str | None]] = [
     (errors.RoundLimitExceededError("l"), grpc.StatusCode.FAILED_PRECONDITION, None),
     (errors.ServiceShuttingDownError("s"), grpc.StatusCode.UNAVAILABLE, None),
     (errors.UnauthenticatedError("u"), grpc.StatusCode.UNAUTHENTICATED, None),
+    (
+        errors.StorageUnavailableError("d", retry_after_seconds=0.5),
+        grpc.StatusCode.UNAVAILABLE,
+        "RetryInfo",
+    ),
     (errors.InternalError("i"), grpc.StatusCode.INTERNAL, None),
 ]
 
@@ -103,8 +108,8 @@ def test_status_table_and_client_inverse(
     assert rebuilt is not None
     assert rebuilt.metadata == error.metadata
     assert str(rebuilt) == str(error)
-    if isinstance(error, errors.WorkQueueFullError):
-        assert isinstance(rebuilt, errors.WorkQueueFullError)
+    if isinstance(error, errors.WorkQueueFullError | errors.StorageUnavailableError):
+        assert isinstance(rebuilt, errors.WorkQueueFullError | errors.StorageUnavailableError)
         assert rebuilt.retry_after_seconds == error.retry_after_seconds
     if isinstance(error, errors.ManagedInputConflict):
         assert isinstance(rebuilt, errors.ManagedInputConflict)

@@ -383,6 +383,28 @@ const (
 	//	  }
 	//	}
 	ErrorReason_ERROR_REASON_UNAUTHENTICATED ErrorReason = 16
+	// The database failed the request: it is unreachable or restarting, it is
+	// full, it stayed locked, or it refused the commit (e.g. a trigger or a
+	// constraint). The transaction was rolled back, so nothing of the request
+	// took effect (should the connection drop during the commit itself, the
+	// outcome is unknown, which the retry settles). Retry after the suggested
+	// delay with the same `request_id` or `idempotency_key`: a retried
+	// `Respond` with the same key succeeds once the database is back. The
+	// message never quotes the database's own error text (it is in the
+	// service's log). During an outage the health service reports
+	// NOT_SERVING.
+	//
+	// Wire reason: "STORAGE_UNAVAILABLE". Status code: UNAVAILABLE.
+	// Details: `google.rpc.RetryInfo` with a suggested `retry_delay`.
+	//
+	// Example of an ErrorInfo:
+	//
+	//	{
+	//	  "reason": "STORAGE_UNAVAILABLE",
+	//	  "domain": "m3grpc.dev",
+	//	  "metadata": {}
+	//	}
+	ErrorReason_ERROR_REASON_STORAGE_UNAVAILABLE ErrorReason = 17
 )
 
 // Enum value maps for ErrorReason.
@@ -405,6 +427,7 @@ var (
 		14: "ERROR_REASON_INTERNAL",
 		15: "ERROR_REASON_SERVICE_SHUTTING_DOWN",
 		16: "ERROR_REASON_UNAUTHENTICATED",
+		17: "ERROR_REASON_STORAGE_UNAVAILABLE",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":                        0,
@@ -424,6 +447,7 @@ var (
 		"ERROR_REASON_INTERNAL":                           14,
 		"ERROR_REASON_SERVICE_SHUTTING_DOWN":              15,
 		"ERROR_REASON_UNAUTHENTICATED":                    16,
+		"ERROR_REASON_STORAGE_UNAVAILABLE":                17,
 	}
 )
 
@@ -458,7 +482,7 @@ var File_m3_v1_error_reason_proto protoreflect.FileDescriptor
 
 const file_m3_v1_error_reason_proto_rawDesc = "" +
 	"\n" +
-	"\x18m3/v1/error_reason.proto\x12\x05m3.v1*\x9f\x05\n" +
+	"\x18m3/v1/error_reason.proto\x12\x05m3.v1*\xc5\x05\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12(\n" +
 	"$ERROR_REASON_MODEL_VALIDATION_FAILED\x10\x01\x12&\n" +
@@ -477,7 +501,8 @@ const file_m3_v1_error_reason_proto_rawDesc = "" +
 	"!ERROR_REASON_ROUND_LIMIT_EXCEEDED\x10\r\x12\x19\n" +
 	"\x15ERROR_REASON_INTERNAL\x10\x0e\x12&\n" +
 	"\"ERROR_REASON_SERVICE_SHUTTING_DOWN\x10\x0f\x12 \n" +
-	"\x1cERROR_REASON_UNAUTHENTICATED\x10\x10B\x86\x01\n" +
+	"\x1cERROR_REASON_UNAUTHENTICATED\x10\x10\x12$\n" +
+	" ERROR_REASON_STORAGE_UNAVAILABLE\x10\x11B\x86\x01\n" +
 	"\tcom.m3.v1B\x10ErrorReasonProtoP\x01Z2github.com/m3grpc/m3grpc/clients/go/gen/m3/v1;m3v1\xa2\x02\x03MXX\xaa\x02\x05M3.V1\xca\x02\x05M3\\V1\xe2\x02\x11M3\\V1\\GPBMetadata\xea\x02\x06M3::V1b\x06proto3"
 
 var (
