@@ -151,6 +151,12 @@ func TestRetryAfter(t *testing.T) {
 	if e.Metadata == nil {
 		t.Error("Metadata must never be nil")
 	}
+	// A database outage: retryable after its RetryInfo delay.
+	e = decode(t, statusError(t, codes.Unavailable, "database down", info("STORAGE_UNAVAILABLE", nil),
+		&errdetails.RetryInfo{RetryDelay: durationpb.New(time.Second)}))
+	if e.RetryAfter != time.Second || !errors.Is(e, m3.ErrStorageUnavailable) || e.Code != codes.Unavailable {
+		t.Errorf("STORAGE_UNAVAILABLE: RetryAfter = %v, reason %q", e.RetryAfter, e.Reason)
+	}
 	// Other reasons: nothing to wait for.
 	e = decode(t, statusError(t, codes.NotFound, "no execution", info("EXECUTION_NOT_FOUND", nil)))
 	if e.RetryAfter != 0 {
@@ -182,7 +188,7 @@ var allSentinels = []error{
 	m3.ErrManagedInputStateInvalid, m3.ErrRoundNotFound, m3.ErrManagedInputRecoveryUnavailable,
 	m3.ErrOperationTimeout, m3.ErrExecutionNotFound, m3.ErrResultWaitTimeout, m3.ErrWorkQueueFull,
 	m3.ErrServerBindingNotFound, m3.ErrElicitationNotAnswered, m3.ErrRoundLimitExceeded,
-	m3.ErrInternal, m3.ErrServiceShuttingDown, m3.ErrUnauthenticated,
+	m3.ErrInternal, m3.ErrServiceShuttingDown, m3.ErrUnauthenticated, m3.ErrStorageUnavailable,
 }
 
 func TestUnknownReasonKeepsItsCode(t *testing.T) {

@@ -82,7 +82,7 @@ export class M3Error extends Error {
   readonly preconditionViolations: readonly PreconditionViolation[];
   /** ResourceInfo; set for the *_NOT_FOUND reasons. */
   readonly resourceInfo: ResourceInfo | undefined;
-  /** RetryInfo's retry delay in seconds; set for WORK_QUEUE_FULL. */
+  /** RetryInfo's retry delay in seconds; set for WORK_QUEUE_FULL and STORAGE_UNAVAILABLE. */
   readonly retryAfterSeconds: number | undefined;
 
   constructor(message: string, init: M3ErrorInit) {
@@ -203,6 +203,14 @@ export class UnauthenticatedError extends M3Error {
 }
 
 /**
+ * UNAVAILABLE: the database is down, full, or refused the commit; nothing took
+ * effect. Retry after `retryAfterSeconds` with the same request ID or idempotency key.
+ */
+export class StorageUnavailableError extends M3Error {
+  static readonly reason = "STORAGE_UNAVAILABLE";
+}
+
+/**
  * INTERNAL: the service failed unexpectedly (reason `INTERNAL`, or status code
  * INTERNAL without an M3 reason). The request may or may not have taken effect.
  */
@@ -232,6 +240,7 @@ const CLASSES: readonly M3ErrorClass[] = [
   RoundLimitExceededError,
   ServiceShuttingDownError,
   UnauthenticatedError,
+  StorageUnavailableError,
   InternalError,
 ];
 

@@ -30,6 +30,7 @@ import {
   OperationTimeoutError,
   RoundNotFoundError,
   ManagedInputStatus,
+  StorageUnavailableError,
   WorkQueueFullError,
   errorClassFor,
   toM3Error,
@@ -150,6 +151,18 @@ test("WORK_QUEUE_FULL carries retryAfterSeconds from RetryInfo", () => {
   assert.ok(error instanceof WorkQueueFullError);
   assert.equal(error.retryAfterSeconds, 1.5);
   assert.equal(error.metadata["queue_capacity"], "256");
+});
+
+test("STORAGE_UNAVAILABLE is retryable after its RetryInfo delay", () => {
+  const error = toM3Error(
+    grpcError(Code.Unavailable, "database down", [
+      errorInfo("STORAGE_UNAVAILABLE"),
+      pack(RetryInfoSchema, { retryDelay: durationFromMs(1000) }),
+    ]),
+  );
+  assert.ok(error instanceof StorageUnavailableError);
+  assert.equal(error.code, "UNAVAILABLE");
+  assert.equal(error.retryAfterSeconds, 1);
 });
 
 test("RESULT_WAIT_TIMEOUT is an OperationTimeoutError", () => {
