@@ -41,6 +41,8 @@ echo "== go client: vet, gofmt, test"
 
 echo "== bench: bench/compare.py --smoke (M3 next to LangGraph and DBOS, tiny counts; no timing checked)"
 python3 bench/compare.py --smoke
+echo "== bench: bench/load_respond.py --smoke (concurrent Respond calls and watchers; fails on an untyped error)"
+python3 bench/load_respond.py --smoke
 
 # Last, so that its summary line closes the run.
 echo "== pytest"
