@@ -269,3 +269,25 @@ def _dispose_engines() -> Iterator[None]:
     yield
     while _ENGINES:
         _ENGINES.popitem()[1].dispose()
+
+
+def test_check_config_names_key_ids_never_keys(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from m3grpc.api.preflight import preflight
+
+    def line() -> str:
+        [found] = [
+            line
+            for line in preflight(load_config(None), None, check_database=False).lines()
+            if "encryption" in line
+        ]
+        return found
+
+    monkeypatch.delenv(KEYS_ENV, raising=False)
+    assert line() == "ok    encryption: off: answers are stored in plaintext"
+    new, old = _key(), _key()
+    monkeypatch.setenv(KEYS_ENV, f"new:{new},old:{old}")
+    assert line() == "ok    encryption: answers sealed with key 'new'; readable with 'new', 'old'"
+    monkeypatch.setenv(KEYS_ENV, f"new:{new[:-4]}")
+    assert line().startswith("error encryption: ") and new[:-4] not in line()
