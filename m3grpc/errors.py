@@ -171,6 +171,13 @@ class InternalError(M3Error):
     reason = "INTERNAL"
 
 
+class EncryptionKeyError(InternalError):
+    """Stored responses cannot be encrypted or decrypted: their key is not
+    configured, the key under that ID is wrong, or the configured keys are
+    malformed. On the wire it is INTERNAL (reason INTERNAL); `metadata` names
+    the key ID (never a key) and the round when one is concerned."""
+
+
 class ServiceShuttingDownError(M3Error):
     """The service is shutting down and ended a long-lived call (WatchPending):
     reconnect and resume with the cursor of the last event processed."""

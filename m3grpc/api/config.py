@@ -49,6 +49,10 @@
     listen = "127.0.0.1:8080"         # its own HTTP port; omit: off
     allow_insecure = false            # serve beyond loopback without TLS and authentication
 
+    [encryption]                      # encrypt stored responses (AES-256-GCM)
+    key_file = "m3.keys"              # KEY_ID:BASE64 lines, first encrypts; $M3_ENCRYPTION_KEYS
+                                      # (same entries, comma-separated) overrides it
+
     [tls]                             # serve TLS instead of plaintext
     cert = "server.crt"               # PEM certificate chain
     key = "server.key"                # PEM private key
@@ -307,6 +311,27 @@ class Inbox(_Section):
         return None if value is None else check_listen(value)
 
 
+class Encryption(_Section):
+    """`[encryption]`: where the keys that encrypt stored responses are. Keys never
+    sit in this file: a key file path here, or $M3_ENCRYPTION_KEYS (which wins)."""
+
+    key_file: str | None = Field(
+        default=None,
+        description="A file of KEY_ID:BASE64 lines (32-byte keys, the first encrypts, all "
+        "decrypt); $M3_ENCRYPTION_KEYS overrides it. Unset with no variable: plaintext.",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_keys_inline(cls, value: Any) -> Any:
+        if isinstance(value, Mapping) and "keys" in value:
+            raise ValueError(
+                "keys are not read from the configuration file: set key_file "
+                "(a file only the service can read) or $M3_ENCRYPTION_KEYS"
+            )
+        return value
+
+
 class Tls(_Section):
     """`[tls]`: the server's certificate and key, and optionally a client CA (mTLS)."""
 
@@ -441,6 +466,11 @@ class ServiceConfig(_Section):
     inbox: Inbox = Field(
         default_factory=Inbox,
         description="The web inbox (answer rounds in a browser); off by default.",
+    )
+    encryption: Encryption = Field(
+        default_factory=Encryption,
+        description="Encryption at rest of stored responses (keys from a file or the "
+        "environment); off without keys.",
     )
     tls: Tls | None = Field(
         default=None, description="Serve TLS (and optionally verify client certificates)."

@@ -18,7 +18,8 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from m3grpc.api.config import ServiceConfig
-from m3grpc.runtime import SchemaStatus, inspect_database
+from m3grpc.errors import EncryptionKeyError
+from m3grpc.runtime import SchemaStatus, inspect_database, load_cipher
 from m3grpc.servers import HttpServer, ServerBinding, StdioServer
 
 
@@ -75,7 +76,24 @@ def preflight(
     findings.extend(binding_finding(binding) for binding in config.servers.values())
     if config.tracing.enabled:
         findings.append(tracing_finding(config))
+    findings.append(encryption_finding(config))
     return Preflight(tuple(findings))
+
+
+def encryption_finding(config: ServiceConfig) -> Finding:
+    """Whether stored answers are encrypted, and with which key IDs (never a key)."""
+    try:
+        cipher = load_cipher(config.encryption.key_file)
+    except EncryptionKeyError as exc:
+        return Finding(Level.ERROR, "encryption", str(exc))
+    if cipher is None:
+        return Finding(Level.OK, "encryption", "off: answers are stored in plaintext")
+    return Finding(
+        Level.OK,
+        "encryption",
+        f"answers sealed with key {cipher.current_key_id!r}; "
+        f"readable with {', '.join(repr(k) for k in cipher.key_ids)}",
+    )
 
 
 def _sdk_installed() -> bool:

@@ -31,8 +31,14 @@ from m3grpc.api.reflection import enable_reflection
 from m3grpc.api.registration import add_servicer
 from m3grpc.api.rpc_log import RpcLogInterceptor
 from m3grpc.api.watch import PendingWatch
-from m3grpc.errors import ManagedInputValidationError, ModelValidationError
-from m3grpc.runtime import Runtime, SchemaVersionError, SqlExecutionStore, default_harnesses
+from m3grpc.errors import EncryptionKeyError, ManagedInputValidationError, ModelValidationError
+from m3grpc.runtime import (
+    Runtime,
+    SchemaVersionError,
+    SqlExecutionStore,
+    default_harnesses,
+    load_cipher,
+)
 from m3grpc.servers import ServerBinding
 from m3grpc.wire.gen.m3.v1 import elicitation_service_pb2, execution_service_pb2
 
@@ -66,6 +72,11 @@ class InsecureListenError(StartupError):
 
 class TlsFilesError(StartupError):
     """A configured TLS certificate, key or CA file cannot be read."""
+
+
+class EncryptionKeysError(StartupError):
+    """The encryption keys are malformed or unreadable, or stored responses are
+    sealed with a key that is not configured."""
 
 
 class SchemaError(StartupError):
@@ -152,7 +163,7 @@ async def start_service(
             _probe_listen(extra)
     tracing_interceptors, stop_tracing = _start_tracing(config)
     try:
-        store = _open_store(config.database)
+        store = _open_store(config)
     except StartupError:
         if stop_tracing is not None:
             stop_tracing()
@@ -391,10 +402,17 @@ def _log_preflight(config: ServiceConfig, source: str | None) -> None:
         log.log(level, "config check: %s", finding.line())
 
 
-def _open_store(database: str) -> SqlExecutionStore:
+def _open_store(config: ServiceConfig) -> SqlExecutionStore:
     """The store, or DatabaseOpenError naming the database and the cause in one line."""
+    database = config.database
     try:
-        return SqlExecutionStore(database)
+        cipher = load_cipher(config.encryption.key_file)
+    except EncryptionKeyError as exc:
+        raise EncryptionKeysError(str(exc)) from None
+    try:
+        return SqlExecutionStore(database, cipher=cipher)
+    except EncryptionKeyError as exc:
+        raise EncryptionKeysError(f"database {_redacted(database)}: {exc}") from None
     except SchemaVersionError as exc:
         raise SchemaError(f"database {_redacted(database)}: {exc}") from None
     except Exception as exc:  # driver, network, auth, filesystem: all end the start

@@ -21,11 +21,16 @@ def register(
     commands: argparse._SubParsersAction[argparse.ArgumentParser], require_server: RequireServer
 ) -> None:
     """Add `db`, `check-config` and `health` to the CLI's subcommands."""
-    db = commands.add_parser("db", help="database schema: upgrade, status")
+    db = commands.add_parser("db", help="database schema: upgrade, status; rotate-key")
     db_commands = db.add_subparsers(dest="db_command", required=True)
     for name, summary in (
         ("upgrade", "migrate the database to this version's schema (Alembic)"),
         ("status", "print the database's schema revision"),
+        (
+            "rotate-key",
+            "re-encrypt every stored response with the first configured key "
+            "($M3_ENCRYPTION_KEYS, else [encryption] key_file of --config)",
+        ),
     ):
         sub = db_commands.add_parser(name, help=summary, description=summary)
         source = sub.add_mutually_exclusive_group()

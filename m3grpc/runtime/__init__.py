@@ -9,6 +9,7 @@ from m3grpc.harness.discovery import ListedTool, ToolListing, list_tools
 from m3grpc.runtime.facade import Runtime, default_harnesses
 from m3grpc.runtime.worker import WorkerSettings
 from m3grpc.storage import EventKind, SqlExecutionStore, StoredEvent
+from m3grpc.storage.encryption import load_cipher
 from m3grpc.storage.inspection import inspect_database
 from m3grpc.storage.managed_input import redact_responses
 from m3grpc.storage.schema_version import SchemaState, SchemaStatus, SchemaVersionError
@@ -28,5 +29,6 @@ __all__ = [
     "default_harnesses",
     "inspect_database",
     "list_tools",
+    "load_cipher",
     "redact_responses",
 ]

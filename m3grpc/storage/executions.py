@@ -29,6 +29,7 @@ from m3grpc.errors import (
     RoundNotFoundError,
 )
 from m3grpc.storage.clock import Clock, checked_clock, read_clock
+from m3grpc.storage.encryption import ResponseCipher
 from m3grpc.storage.engine import (
     SQLiteSynchronous,
     add_commit_listener,
@@ -47,6 +48,7 @@ from m3grpc.storage.identifiers import require_identifier
 from m3grpc.storage.managed_input import SqlManagedInputStore
 from m3grpc.storage.operations import record_operation, stored_operations
 from m3grpc.storage.schema import executions, rounds
+from m3grpc.storage.sealed_rows import check_keys
 from m3grpc.storage.tokens import new_lease_token
 from m3grpc.storage.transitions import (
     EXECUTION_FINISHED_FAILURE_CODE,
@@ -129,18 +131,30 @@ class SqlExecutionStore:
         busy_timeout_ms: int = 5000,
         clock: Clock | None = None,
         sqlite_synchronous: SQLiteSynchronous = "FULL",
+        cipher: ResponseCipher | None = None,
     ) -> None:
+        """`cipher`: encrypt stored responses (m3grpc.storage.encryption); the
+        store refuses to open (EncryptionKeyError) when responses are stored
+        sealed with a key it is not given."""
         self._clock: Clock = checked_clock(clock)
         self._engine = create_store_engine(
             database, busy_timeout_ms=busy_timeout_ms, sqlite_synchronous=sqlite_synchronous
         )
+        self._cipher = cipher
+        try:
+            check_keys(self._engine, cipher)
+        except BaseException:
+            self._engine.dispose()
+            raise
         self._managed_input_store: SqlManagedInputStore | None = None
 
     @property
     def managed_input_store(self) -> SqlManagedInputStore:
         """The ManagedInputStore on the same database, created on first use."""
         if self._managed_input_store is None:
-            self._managed_input_store = SqlManagedInputStore(self._engine, clock=self._clock)
+            self._managed_input_store = SqlManagedInputStore(
+                self._engine, clock=self._clock, cipher=self._cipher
+            )
         return self._managed_input_store
 
     def add_commit_listener(self, listener: Callable[[], None]) -> None:

@@ -39,6 +39,7 @@ from m3grpc.errors import (
 )
 from m3grpc.storage import statements
 from m3grpc.storage.clock import Clock, checked_clock, read_clock, utc_now
+from m3grpc.storage.encryption import ResponseCipher, open_responses
 from m3grpc.storage.engine import (
     SQLiteSynchronous,
     create_store_engine,
@@ -192,9 +193,17 @@ class ManagedInputStore(Protocol):
 class SqlManagedInputStore:
     """ManagedInputStore over SQLAlchemy Core: SQLite or PostgreSQL, chosen by the URL."""
 
-    def __init__(self, engine: Engine, *, clock: Clock | None = None) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        clock: Clock | None = None,
+        cipher: ResponseCipher | None = None,
+    ) -> None:
         self._engine = engine
         self._clock: Clock = clock or utc_now
+        # With a cipher, responses are stored sealed (m3grpc.storage.encryption).
+        self._cipher = cipher
 
     @property
     def engine(self) -> Engine:
@@ -309,12 +318,12 @@ class SqlManagedInputStore:
                 status=_CREATED.value,
                 created_at=now,
             )
-            return _record(self._load(conn, pending.round_id))
+            return self._record(self._load(conn, pending.round_id))
 
     def get_round(self, round_id: str) -> ManagedInputRecord:
         require_identifier(round_id, "round_id")
         with read_transaction(self._engine) as conn:
-            return _record(self._load(conn, round_id))
+            return self._record(self._load(conn, round_id))
 
     def list_rounds(
         self,
@@ -349,7 +358,7 @@ class SqlManagedInputStore:
         if limit is not None:
             query = query.limit(limit)
         with read_transaction(self._engine) as conn:
-            return [_record(row) for row in conn.execute(query)]
+            return [self._record(row) for row in conn.execute(query)]
 
     def redacted_responses(self, round_id: str) -> RedactedResponses:
         return redact_responses(self.get_round(round_id))
@@ -396,7 +405,7 @@ class SqlManagedInputStore:
             if row.idempotency_key is not None:
                 if row.idempotency_key == idempotency_key:
                     if row.response_digest == digest:
-                        return _submission(row._mapping, replayed=True)
+                        return _submission(self._opened(row._mapping), replayed=True)
                     raise ManagedInputConflict(
                         "this idempotency key was used with a different response",
                         conflict_kind=ConflictKind.IDEMPOTENCY_KEY_REUSED,
@@ -415,12 +424,14 @@ class SqlManagedInputStore:
             written = write_round(
                 conn,
                 move,
-                responses=document,
+                responses=(
+                    self._cipher.seal(document, round_id) if self._cipher is not None else document
+                ),
                 idempotency_key=idempotency_key,
                 response_digest=digest,
                 response_validated_at=now,
             )
-            return _submission(written, replayed=False)
+            return _submission({**written, "responses": document}, replayed=False)
 
     # -- worker transitions (compare-and-set on owner_id + lease_token) -------
 
@@ -442,7 +453,7 @@ class SqlManagedInputStore:
                 lease_token=new_lease_token(),
                 lease_expires_at=now + lease_duration,
             )
-            return _record(written)
+            return self._record(written)
 
     def renew(
         self, round_id: str, lease: ManagedInputLease, *, lease_duration: timedelta
@@ -450,7 +461,7 @@ class SqlManagedInputStore:
         with write_transaction(self._engine) as conn:
             move = self._guard(conn, ROUND_RULE["renew"], round_id, lease)
             written = write_round(conn, move, lease_expires_at=move.now + lease_duration)
-            return _record(written)
+            return self._record(written)
 
     def start_delivery(self, round_id: str, lease: ManagedInputLease) -> ManagedInputRecord:
         # delivery_started -> delivery_started is a retry by the same live owner.
@@ -538,7 +549,7 @@ class SqlManagedInputStore:
                 failure_message=message,
             )
             finish_recovered(conn, row.execution_id, now=now, failure_message=message)
-            return _record(written)
+            return self._record(written)
 
     def expired_round_ids(self) -> list[str]:
         """Non-terminal rounds whose owner's lease has expired: recovery's work list."""
@@ -609,7 +620,7 @@ class SqlManagedInputStore:
         execution_rule = EXECUTION_RULE.get(method)
         if execution_rule is not None:
             keep_execution_in_step(conn, execution_rule, row.execution_id, now)
-        return _record(written)
+        return self._record(written)
 
     def _guard(
         self,
@@ -625,6 +636,16 @@ class SqlManagedInputStore:
         require_identifier(round_id, "round_id")
         row = self._load(conn, round_id, for_update=True)
         return check_round(rule, row, now=self.now(), lease=lease, within=within)
+
+    def _opened(self, row: Mapping[Any, Any]) -> dict[Any, Any]:
+        """The row with its responses decrypted (EncryptionKeyError if they cannot be)."""
+        return {
+            **row,
+            "responses": open_responses(row["responses"], row["round_id"], self._cipher),
+        }
+
+    def _record(self, source: Row[Any] | Mapping[str, Any]) -> ManagedInputRecord:
+        return _record(self._opened(source._mapping if isinstance(source, Row) else source))
 
     @staticmethod
     def _load(conn: Connection, round_id: str, *, for_update: bool = False) -> Row[Any]:
@@ -645,6 +666,7 @@ class SQLiteManagedInputStore(SqlManagedInputStore):
         busy_timeout_ms: int = 5000,
         clock: Clock | None = None,
         sqlite_synchronous: SQLiteSynchronous = "FULL",
+        cipher: ResponseCipher | None = None,
     ) -> None:
         if clock is not None:
             checked_clock(clock)
@@ -655,7 +677,7 @@ class SQLiteManagedInputStore(SqlManagedInputStore):
                 database, busy_timeout_ms=busy_timeout_ms, sqlite_synchronous=sqlite_synchronous
             )
         )
-        super().__init__(engine, clock=clock)
+        super().__init__(engine, clock=clock, cipher=cipher)
 
 
 def redact_responses(record: ManagedInputRecord) -> RedactedResponses:

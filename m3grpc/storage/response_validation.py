@@ -13,7 +13,7 @@ from functools import lru_cache
 from typing import Any
 
 from jsonschema import Draft202012Validator, FormatChecker
-from jsonschema.exceptions import SchemaError
+from jsonschema.exceptions import SchemaError, ValidationError
 
 from m3grpc import fieldpath
 from m3grpc.errors import FieldViolation, ManagedInputValidationError
@@ -100,7 +100,7 @@ def _validate_one(
     if validator is None:
         return [FieldViolation(path, "the request's schema is not a valid JSON schema")]
     violations = [
-        FieldViolation(_content_path(path, list(error.absolute_path)), error.message)
+        FieldViolation(_content_path(path, list(error.absolute_path)), _description(error))
         for error in sorted(validator.iter_errors(content), key=lambda e: list(e.absolute_path))
     ]
     # A schema may let nested values through (e.g. additionalProperties), but an
@@ -110,6 +110,32 @@ def _validate_one(
         for key, problem in sorted(form_content_problems(content).items())
     )
     return violations
+
+
+def _description(error: ValidationError) -> str:
+    """What is wrong, never the value: answers may be secrets, and a violation
+    travels to logs, traces and callers. jsonschema starts most messages with
+    the value (`'x' is not one of [...]`): that part is dropped; a message that
+    still shows a piece of the value is replaced by the constraint's name."""
+    message = str(error.message)
+    shown = repr(error.instance)
+    if message.startswith(shown):
+        message = message[len(shown) :].lstrip()
+    if any(piece in message for piece in _pieces(error.instance)):
+        return f"does not satisfy the schema's {error.validator!r} constraint"
+    return message
+
+
+def _pieces(value: Any) -> set[str]:
+    """The value's scalar parts as a message could show them (mapping keys are
+    names, not values, and may be named)."""
+    if isinstance(value, Mapping):
+        return {piece for item in value.values() for piece in _pieces(item)}
+    if isinstance(value, list | tuple):
+        return {piece for item in value for piece in _pieces(item)}
+    if isinstance(value, str):
+        return {value, repr(value)} if len(value) >= 3 else {repr(value)}
+    return {repr(value)} if len(repr(value)) >= 2 and value is not None else set()
 
 
 def _content_path(path: str, parts: list[Any]) -> str:

@@ -328,6 +328,12 @@ def typescript_dependency(context: Context) -> None:
     assert out.startswith("SUCCEEDED ") and BOOKED in out
 
 
+def encryption_keys(context: Context) -> None:
+    out = context.bash(block("README.md > Encryption at rest > bash[0]").code)
+    assert "ok    encryption: answers sealed with key '2026-11'" in out
+    assert "0 responses re-encrypted with key '2026-12'" in out
+
+
 RUNS: dict[str, Callable[[Context], None]] = {
     "README.md > The Python API (embedded) > python[0]": embedded_python,
     "README.md > The gRPC service > bash[0]": serve_example,
@@ -336,6 +342,7 @@ RUNS: dict[str, Callable[[Context], None]] = {
     "README.md > Run N replicas on PostgreSQL > bash[0]": replicas,
     "README.md > Answering rounds in a browser: the web inbox > bash[0]": serve_inbox,
     "README.md > Python remote client > python[0]": remote_python,
+    "README.md > Encryption at rest > bash[0]": encryption_keys,
     "README.md > The command line: remote verbs > bash[0]": cli_session,
     "clients/typescript/README.md > Depend on it from another project > bash[0]": (
         typescript_dependency

@@ -149,8 +149,12 @@ def _read_answer(body: Any, message: pb.RespondRequest) -> None:
         raise _invalid("responses", "must be an object of request key to response")
     try:
         json_format.ParseDict({"responses": responses}, message)
-    except json_format.ParseError as error:
-        raise _invalid("responses", str(error)) from None
+    except json_format.ParseError:
+        # The parser's message quotes the offending value: an answer may be a secret.
+        raise _invalid(
+            "responses",
+            "must map each request key to {action: ELICITATION_ACTION_*, content: object}",
+        ) from None
 
 
 def _invalid(field: str, why: str) -> ManagedInputValidationError:
