@@ -27,6 +27,7 @@ from m3grpc.api.metrics import ServiceMetrics
 from m3grpc.api.preflight import describe_cause as _cause
 from m3grpc.api.preflight import preflight
 from m3grpc.api.preflight import redact_url as _redacted
+from m3grpc.api.rate_limits import RateLimiter, RateLimitInterceptor
 from m3grpc.api.reflection import enable_reflection
 from m3grpc.api.registration import add_servicer
 from m3grpc.api.rpc_log import RpcLogInterceptor
@@ -174,6 +175,9 @@ async def start_service(
     authenticator = AuthInterceptor.for_config(config)
     if authenticator is not None:
         interceptors.append(authenticator)
+    limiter = RateLimiter.for_config(config.rate_limits)
+    if limiter is not None:  # inside authentication: it limits the caller's principal
+        interceptors.append(RateLimitInterceptor(limiter))
     server = grpc.aio.server(options=server_options(config), interceptors=interceptors)
     # Bound before the workers start: a start that loses the port claims no work.
     try:

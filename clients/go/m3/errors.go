@@ -35,6 +35,7 @@ const (
 	ReasonInternal                        Reason = "INTERNAL"                           // INTERNAL
 	ReasonServiceShuttingDown             Reason = "SERVICE_SHUTTING_DOWN"              // UNAVAILABLE
 	ReasonUnauthenticated                 Reason = "UNAUTHENTICATED"                    // UNAUTHENTICATED
+	ReasonRateLimited                     Reason = "RATE_LIMITED"                       // RESOURCE_EXHAUSTED
 )
 
 // The values of the `conflict_kind` metadata of MANAGED_INPUT_CONFLICT.
@@ -75,6 +76,7 @@ var (
 	ErrInternal                        = &reasonError{reason: ReasonInternal}
 	ErrServiceShuttingDown             = &reasonError{reason: ReasonServiceShuttingDown}
 	ErrUnauthenticated                 = &reasonError{reason: ReasonUnauthenticated}
+	ErrRateLimited                     = &reasonError{reason: ReasonRateLimited}
 )
 
 var sentinels = map[Reason]*reasonError{}
@@ -85,13 +87,13 @@ func init() {
 		ErrManagedInputStateInvalid, ErrRoundNotFound, ErrManagedInputRecoveryUnavailable,
 		ErrOperationTimeout, ErrExecutionNotFound, ErrResultWaitTimeout, ErrWorkQueueFull,
 		ErrServerBindingNotFound, ErrElicitationNotAnswered, ErrRoundLimitExceeded,
-		ErrInternal, ErrServiceShuttingDown, ErrUnauthenticated,
+		ErrInternal, ErrServiceShuttingDown, ErrUnauthenticated, ErrRateLimited,
 	} {
 		sentinels[s.reason] = s
 	}
 }
 
-// defaultRetryAfter is the RetryAfter of a WORK_QUEUE_FULL error that
+// defaultRetryAfter is the RetryAfter of a WORK_QUEUE_FULL or RATE_LIMITED error that
 // carries no google.rpc.RetryInfo (as in the Python client).
 const defaultRetryAfter = time.Second
 
@@ -123,7 +125,8 @@ type Error struct {
 	// FieldViolations are the google.rpc.BadRequest violations
 	// (MODEL_VALIDATION_FAILED, MANAGED_INPUT_INVALID).
 	FieldViolations []FieldViolation
-	// RetryAfter is the google.rpc.RetryInfo delay (WORK_QUEUE_FULL); zero
+	// RetryAfter is the google.rpc.RetryInfo delay (WORK_QUEUE_FULL,
+	// RATE_LIMITED: the same call succeeds once it has passed); zero
 	// when the error is not worth retrying as is.
 	RetryAfter time.Duration
 	// Resource is the google.rpc.ResourceInfo (the *_NOT_FOUND reasons), or nil.
@@ -235,7 +238,7 @@ func ErrorFromStatus(st *status.Status) *Error {
 	switch {
 	case retry.GetRetryDelay() != nil:
 		e.RetryAfter = retry.GetRetryDelay().AsDuration()
-	case e.Reason == ReasonWorkQueueFull:
+	case e.Reason == ReasonWorkQueueFull || e.Reason == ReasonRateLimited:
 		e.RetryAfter = defaultRetryAfter
 	}
 	return e

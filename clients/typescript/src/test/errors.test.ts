@@ -31,6 +31,7 @@ import {
   RoundNotFoundError,
   ManagedInputStatus,
   WorkQueueFullError,
+  RateLimitedError,
   errorClassFor,
   toM3Error,
 } from "../index.js";
@@ -150,6 +151,19 @@ test("WORK_QUEUE_FULL carries retryAfterSeconds from RetryInfo", () => {
   assert.ok(error instanceof WorkQueueFullError);
   assert.equal(error.retryAfterSeconds, 1.5);
   assert.equal(error.metadata["queue_capacity"], "256");
+});
+
+test("RATE_LIMITED carries retryAfterSeconds from RetryInfo", () => {
+  const error = toM3Error(
+    grpcError(Code.ResourceExhausted, "rate limit of Submit reached", [
+      errorInfo("RATE_LIMITED", { method: "Submit", per_second: "0.5", burst: "2" }),
+      pack(RetryInfoSchema, { retryDelay: durationFromMs(250) }),
+    ]),
+  );
+  assert.ok(error instanceof RateLimitedError);
+  assert.equal(error.code, "RESOURCE_EXHAUSTED");
+  assert.equal(error.retryAfterSeconds, 0.25);
+  assert.equal(error.metadata["method"], "Submit");
 });
 
 test("RESULT_WAIT_TIMEOUT is an OperationTimeoutError", () => {
