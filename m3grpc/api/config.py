@@ -304,7 +304,8 @@ class Inbox(_Section):
     listen: str | None = Field(
         default=None,
         description="HOST:PORT of the web inbox (its own HTTP port); unset: off "
-        "(--inbox-listen overrides it). No authentication: keep it on loopback.",
+        "(--inbox-listen overrides it). It takes the [auth] bearer tokens; without "
+        "them keep it on loopback.",
     )
 
     @field_validator("listen")
