@@ -11,8 +11,10 @@ unused. Without authentication every caller is the anonymous principal and
 shares its buckets.
 
 Buckets live in this process (each replica limits on its own) and use the
-monotonic clock. A lock guards them, so that the check stays atomic wherever
-it is called from (the event loop's handlers, or a thread).
+monotonic clock. There is one per authenticated principal and method, so their
+number is bounded by the configured tokens and the certificates the CA signed.
+A lock guards them, so that the check stays atomic wherever it is called from
+(the event loop's handlers, or a thread).
 """
 
 from __future__ import annotations
