@@ -158,6 +158,24 @@ class WorkQueueFullError(M3Error):
         self.retry_after_seconds = retry_after_seconds
 
 
+class RateLimitedError(M3Error):
+    """The caller's principal used up its rate limit for this method
+    (RESOURCE_EXHAUSTED); nothing was done: retry after `retry_after_seconds`
+    (the same request ID or idempotency key is still unused)."""
+
+    reason = "RATE_LIMITED"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        retry_after_seconds: float,
+        metadata: Mapping[str, str] | None = None,
+    ) -> None:
+        super().__init__(message, metadata=metadata)
+        self.retry_after_seconds = retry_after_seconds
+
+
 class ServerBindingNotFoundError(M3Error):
     """A submission names an MCP server binding the service does not configure."""
 

@@ -67,6 +67,12 @@
     role = "user"                     # or "admin": sees every principal's executions
     hash = "sha256:9f86d08..."        # printf %s "$TOKEN" | sha256sum
 
+    [rate_limits]                     # token buckets per principal and method; omit: off
+    submit_per_second = 2.0           # Submit calls a principal may make per second, sustained
+    submit_burst = 10                 # ... and at once (the bucket's size)
+    respond_per_second = 5.0
+    respond_burst = 20
+
     [codex]                           # the `codex` harness (each key overrides M3_CODEX_*)
     binary = "tools/codex/node_modules/.../codex"   # default: scripts/setup-codex.sh's install
     base_url = "https://provider.example/v1"        # a Responses API provider; omit for OpenAI
@@ -302,7 +308,8 @@ class Inbox(_Section):
     listen: str | None = Field(
         default=None,
         description="HOST:PORT of the web inbox (its own HTTP port); unset: off "
-        "(--inbox-listen overrides it). No authentication: keep it on loopback.",
+        "(--inbox-listen overrides it). It takes the [auth] bearer tokens; without "
+        "them keep it on loopback.",
     )
 
     @field_validator("listen")
@@ -396,6 +403,39 @@ class Auth(_Section):
         return tokens
 
 
+class RateLimits(_Section):
+    """`[rate_limits]`: a token bucket per (principal, method) for Submit and Respond.
+
+    A method whose `*_per_second` is unset is not limited. A refused call gets
+    RESOURCE_EXHAUSTED (RATE_LIMITED, RetryInfo) and changes nothing."""
+
+    submit_per_second: float | None = Field(
+        default=None,
+        gt=0,
+        description="Submit calls one principal may make per second, sustained (the bucket's "
+        "refill rate); unset: Submit is not limited. Without authentication every caller "
+        "shares one bucket.",
+    )
+    submit_burst: int | None = Field(
+        default=None,
+        ge=1,
+        description="Submit calls one principal may make at once (the bucket's size); "
+        "unset: submit_per_second rounded up.",
+    )
+    respond_per_second: float | None = Field(
+        default=None,
+        gt=0,
+        description="Respond calls one principal may make per second, sustained; unset: "
+        "Respond is not limited.",
+    )
+    respond_burst: int | None = Field(
+        default=None,
+        ge=1,
+        description="Respond calls one principal may make at once; unset: respond_per_second "
+        "rounded up.",
+    )
+
+
 def is_loopback(address: str) -> bool:
     """Whether HOST:PORT listens on loopback only (127.0.0.0/8, ::1, localhost)."""
     host = address.rpartition(":")[0].removeprefix("[").removesuffix("]")
@@ -479,6 +519,10 @@ class ServiceConfig(_Section):
         default_factory=Auth,
         description="Bearer tokens and certificate principals; once configured, every call "
         "needs credentials.",
+    )
+    rate_limits: RateLimits = Field(
+        default_factory=RateLimits,
+        description="Token buckets per principal for Submit and Respond; off by default.",
     )
     allow_insecure: bool = Field(
         default=False,

@@ -17,16 +17,18 @@ from typing import Any, TextIO
 import grpc
 from grpc_health.v1 import health, health_pb2_grpc
 
-from m3grpc.api.auth import AuthInterceptor
+from m3grpc.api.auth import Authenticator, AuthInterceptor
 from m3grpc.api.config import ServiceConfig, Tls, check_listen, is_loopback
 from m3grpc.api.elicitation_service import ElicitationService
 from m3grpc.api.execution_service import ExecutionService
 from m3grpc.api.health import HealthMonitor
 from m3grpc.api.inbox import InboxServer
+from m3grpc.api.inbox.access import InboxAccess
 from m3grpc.api.metrics import ServiceMetrics
 from m3grpc.api.preflight import describe_cause as _cause
 from m3grpc.api.preflight import preflight
 from m3grpc.api.preflight import redact_url as _redacted
+from m3grpc.api.rate_limits import RateLimiter, RateLimitInterceptor
 from m3grpc.api.reflection import enable_reflection
 from m3grpc.api.registration import add_servicer
 from m3grpc.api.rpc_log import RpcLogInterceptor
@@ -185,6 +187,9 @@ async def start_service(
     authenticator = AuthInterceptor.for_config(config)
     if authenticator is not None:
         interceptors.append(authenticator)
+    limiter = RateLimiter.for_config(config.rate_limits)
+    if limiter is not None:  # inside authentication: it limits the caller's principal
+        interceptors.append(RateLimitInterceptor(limiter))
     server = grpc.aio.server(options=server_options(config), interceptors=interceptors)
     # Bound before the workers start: a start that loses the port claims no work.
     try:
@@ -216,7 +221,10 @@ async def start_service(
         metrics.track(runtime, watch)
     inbox = None
     if inbox_address is not None:
-        inbox = InboxServer(runtime, watch, inbox_address)
+        # The inbox takes the service's bearer tokens (a browser sends no client
+        # certificate to it) and shares the Respond buckets.
+        tokens = Authenticator(config.auth, certificates=False) if config.auth.tokens else None
+        inbox = InboxServer(runtime, watch, inbox_address, InboxAccess(tokens, limiter))
         try:
             inbox.bind()
         except OSError as exc:
@@ -311,14 +319,16 @@ def _check_exposure(config: ServiceConfig, address: str, inbox_address: str | No
     """Refuse to serve beyond loopback without TLS and authentication, unless the
     configuration says `allow_insecure = true`: anyone who can reach the port could
     read every answer, and a bearer token in plaintext can be read on the way.
-    The web inbox has no authentication of its own: beyond loopback, it needs
-    `allow_insecure` (or a proxy in front of a loopback inbox)."""
+    The web inbox authenticates with the bearer tokens of `[auth]`: beyond
+    loopback without them, it needs `allow_insecure` (or a proxy in front of a
+    loopback inbox)."""
     if config.allow_insecure:
         return
-    if inbox_address is not None and not is_loopback(inbox_address):
+    if inbox_address is not None and not is_loopback(inbox_address) and not config.auth.tokens:
         raise InsecureListenError(
-            f"refusing to serve the web inbox on {inbox_address}: it has no authentication; "
-            "keep it on 127.0.0.1 (behind an authenticating proxy) or set allow_insecure = true"
+            f"refusing to serve the web inbox on {inbox_address} without bearer tokens: "
+            "configure [[auth.tokens]], keep it on 127.0.0.1 (behind an authenticating "
+            "proxy) or set allow_insecure = true"
         )
     if is_loopback(address):
         return

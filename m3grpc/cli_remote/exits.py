@@ -7,7 +7,7 @@
 | 2 | bad input: usage, an unreadable or invalid JSON/TOML argument, INVALID_ARGUMENT (MODEL_VALIDATION_FAILED, MANAGED_INPUT_INVALID), UNAUTHENTICATED (no or a wrong $M3_TOKEN) |
 | 3 | not found: NOT_FOUND (EXECUTION_NOT_FOUND, ROUND_NOT_FOUND, SERVER_BINDING_NOT_FOUND) |
 | 4 | conflict or wrong state: ABORTED, FAILED_PRECONDITION (MANAGED_INPUT_CONFLICT, MANAGED_INPUT_STATE_INVALID, MANAGED_INPUT_RECOVERY_UNAVAILABLE, ...); `respond --execution` with no round pending (NO_PENDING_ROUND) |
-| 5 | unavailable, retry later: UNAVAILABLE (no server, SERVICE_SHUTTING_DOWN, STORAGE_UNAVAILABLE), RESOURCE_EXHAUSTED (WORK_QUEUE_FULL) |
+| 5 | unavailable, retry later: UNAVAILABLE (no server, SERVICE_SHUTTING_DOWN, STORAGE_UNAVAILABLE), RESOURCE_EXHAUSTED (WORK_QUEUE_FULL, RATE_LIMITED) |
 | 6 | timed out: DEADLINE_EXCEEDED (RESULT_WAIT_TIMEOUT, the call's deadline), `pending --wait` ran out |
 | 7 | internal or unexpected: INTERNAL, UNKNOWN, any other status |
 | 130 | interrupted (Ctrl-C) before the verb finished; `watch` ends with 0 instead |

@@ -166,10 +166,17 @@ def _toml(value: Any) -> str:
     if isinstance(value, int | float):
         return repr(value)
     if isinstance(value, str):
-        return json.dumps(value)
+        return _toml_string(value)
     if isinstance(value, Mapping):
-        return "{ " + ", ".join(f"{json.dumps(k)} = {_toml(v)}" for k, v in value.items()) + " }"
+        return "{ " + ", ".join(f"{_toml_string(k)} = {_toml(v)}" for k, v in value.items()) + " }"
     return "[" + ", ".join(_toml(v) for v in value) + "]"
+
+
+def _toml_string(value: str) -> str:
+    """A TOML basic string. JSON's escapes are TOML's, but for characters beyond
+    the BMP (JSON's surrogate pairs are not TOML scalars): those stay as they are,
+    and DEL, which TOML forbids raw, is escaped."""
+    return json.dumps(value, ensure_ascii=False).replace("\x7f", "\\u007f")
 
 
 def codex_config(task: HarnessTask, settings: CodexSettings, model: str | None) -> str:

@@ -23,6 +23,7 @@ before `OperationTimeout`).
 | ExecutionNotFoundError         | EXECUTION_NOT_FOUND                | NOT_FOUND           | ResourceInfo           |
 | ServerBindingNotFoundError     | SERVER_BINDING_NOT_FOUND           | NOT_FOUND           | ResourceInfo           |
 | WorkQueueFullError             | WORK_QUEUE_FULL                    | RESOURCE_EXHAUSTED  | RetryInfo              |
+| RateLimitedError               | RATE_LIMITED                       | RESOURCE_EXHAUSTED  | RetryInfo              |
 | ElicitationNotAnsweredError    | ELICITATION_NOT_ANSWERED           | FAILED_PRECONDITION | -                      |
 | RoundLimitExceededError        | ROUND_LIMIT_EXCEEDED               | FAILED_PRECONDITION | -                      |
 | ServiceShuttingDownError       | SERVICE_SHUTTING_DOWN              | UNAVAILABLE         | -                      |
@@ -78,6 +79,7 @@ from m3grpc.errors import (
     ManagedInputValidationError,
     ModelValidationError,
     OperationTimeout,
+    RateLimitedError,
     ResultWaitTimeout,
     RoundLimitExceededError,
     RoundNotFoundError,
@@ -113,6 +115,7 @@ _CODES: dict[type[M3Error], grpc.StatusCode] = {
     ExecutionNotFoundError: grpc.StatusCode.NOT_FOUND,
     ServerBindingNotFoundError: grpc.StatusCode.NOT_FOUND,
     WorkQueueFullError: grpc.StatusCode.RESOURCE_EXHAUSTED,
+    RateLimitedError: grpc.StatusCode.RESOURCE_EXHAUSTED,
     ElicitationNotAnsweredError: grpc.StatusCode.FAILED_PRECONDITION,
     RoundLimitExceededError: grpc.StatusCode.FAILED_PRECONDITION,
     ServiceShuttingDownError: grpc.StatusCode.UNAVAILABLE,
@@ -219,7 +222,7 @@ def _extra_details(error: M3Error) -> list[message.Message]:
                 ]
             )
         ]
-    if isinstance(error, WorkQueueFullError | StorageUnavailableError):
+    if isinstance(error, WorkQueueFullError | StorageUnavailableError | RateLimitedError):
         return [
             error_details_pb2.RetryInfo(retry_delay=convert.duration(error.retry_after_seconds))
         ]
@@ -324,7 +327,7 @@ def error_from_status(status: status_pb2.Status) -> M3Error | None:
         except ValueError:
             return None
         return cls(message, conflict_kind=kind, metadata=metadata)
-    if issubclass(cls, WorkQueueFullError | StorageUnavailableError):
+    if issubclass(cls, WorkQueueFullError | StorageUnavailableError | RateLimitedError):
         retry = _detail(status, error_details_pb2.RetryInfo)
         delay = retry.retry_delay.ToTimedelta().total_seconds() if retry is not None else 1.0
         return cls(message, retry_after_seconds=delay, metadata=metadata)

@@ -70,6 +70,13 @@ CASES: list[tuple[errors.M3Error, grpc.StatusCode, str | None]] = [
         grpc.StatusCode.RESOURCE_EXHAUSTED,
         "RetryInfo",
     ),
+    (
+        errors.RateLimitedError(
+            "r", retry_after_seconds=0.25, metadata={"method": "Submit", "burst": "2"}
+        ),
+        grpc.StatusCode.RESOURCE_EXHAUSTED,
+        "RetryInfo",
+    ),
     (errors.ElicitationNotAnsweredError("n"), grpc.StatusCode.FAILED_PRECONDITION, None),
     (errors.RoundLimitExceededError("l"), grpc.StatusCode.FAILED_PRECONDITION, None),
     (errors.ServiceShuttingDownError("s"), grpc.StatusCode.UNAVAILABLE, None),
@@ -108,8 +115,9 @@ def test_status_table_and_client_inverse(
     assert rebuilt is not None
     assert rebuilt.metadata == error.metadata
     assert str(rebuilt) == str(error)
-    if isinstance(error, errors.WorkQueueFullError | errors.StorageUnavailableError):
-        assert isinstance(rebuilt, errors.WorkQueueFullError | errors.StorageUnavailableError)
+    retryable = errors.WorkQueueFullError | errors.StorageUnavailableError | errors.RateLimitedError
+    if isinstance(error, retryable):
+        assert isinstance(rebuilt, retryable)
         assert rebuilt.retry_after_seconds == error.retry_after_seconds
     if isinstance(error, errors.ManagedInputConflict):
         assert isinstance(rebuilt, errors.ManagedInputConflict)

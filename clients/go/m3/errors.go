@@ -36,6 +36,7 @@ const (
 	ReasonServiceShuttingDown             Reason = "SERVICE_SHUTTING_DOWN"              // UNAVAILABLE
 	ReasonUnauthenticated                 Reason = "UNAUTHENTICATED"                    // UNAUTHENTICATED
 	ReasonStorageUnavailable              Reason = "STORAGE_UNAVAILABLE"                // UNAVAILABLE
+	ReasonRateLimited                     Reason = "RATE_LIMITED"                       // RESOURCE_EXHAUSTED
 )
 
 // The values of the `conflict_kind` metadata of MANAGED_INPUT_CONFLICT.
@@ -77,6 +78,7 @@ var (
 	ErrServiceShuttingDown             = &reasonError{reason: ReasonServiceShuttingDown}
 	ErrUnauthenticated                 = &reasonError{reason: ReasonUnauthenticated}
 	ErrStorageUnavailable              = &reasonError{reason: ReasonStorageUnavailable}
+	ErrRateLimited                     = &reasonError{reason: ReasonRateLimited}
 )
 
 var sentinels = map[Reason]*reasonError{}
@@ -87,13 +89,14 @@ func init() {
 		ErrManagedInputStateInvalid, ErrRoundNotFound, ErrManagedInputRecoveryUnavailable,
 		ErrOperationTimeout, ErrExecutionNotFound, ErrResultWaitTimeout, ErrWorkQueueFull,
 		ErrServerBindingNotFound, ErrElicitationNotAnswered, ErrRoundLimitExceeded,
-		ErrInternal, ErrServiceShuttingDown, ErrUnauthenticated, ErrStorageUnavailable,
+		ErrInternal, ErrServiceShuttingDown, ErrUnauthenticated, ErrRateLimited,
+		ErrStorageUnavailable,
 	} {
 		sentinels[s.reason] = s
 	}
 }
 
-// defaultRetryAfter is the RetryAfter of a WORK_QUEUE_FULL or
+// defaultRetryAfter is the RetryAfter of a WORK_QUEUE_FULL, RATE_LIMITED or
 // STORAGE_UNAVAILABLE error that
 // carries no google.rpc.RetryInfo (as in the Python client).
 const defaultRetryAfter = time.Second
@@ -127,7 +130,8 @@ type Error struct {
 	// (MODEL_VALIDATION_FAILED, MANAGED_INPUT_INVALID).
 	FieldViolations []FieldViolation
 	// RetryAfter is the google.rpc.RetryInfo delay (WORK_QUEUE_FULL,
-	// STORAGE_UNAVAILABLE); zero
+	// STORAGE_UNAVAILABLE, RATE_LIMITED: the same call succeeds once it has
+	// passed); zero
 	// when the error is not worth retrying as is.
 	RetryAfter time.Duration
 	// Resource is the google.rpc.ResourceInfo (the *_NOT_FOUND reasons), or nil.
@@ -239,7 +243,7 @@ func ErrorFromStatus(st *status.Status) *Error {
 	switch {
 	case retry.GetRetryDelay() != nil:
 		e.RetryAfter = retry.GetRetryDelay().AsDuration()
-	case e.Reason == ReasonWorkQueueFull || e.Reason == ReasonStorageUnavailable:
+	case e.Reason == ReasonWorkQueueFull || e.Reason == ReasonStorageUnavailable || e.Reason == ReasonRateLimited:
 		e.RetryAfter = defaultRetryAfter
 	}
 	return e

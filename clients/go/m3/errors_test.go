@@ -157,6 +157,13 @@ func TestRetryAfter(t *testing.T) {
 	if e.RetryAfter != time.Second || !errors.Is(e, m3.ErrStorageUnavailable) || e.Code != codes.Unavailable {
 		t.Errorf("STORAGE_UNAVAILABLE: RetryAfter = %v, reason %q", e.RetryAfter, e.Reason)
 	}
+	// RATE_LIMITED: the delay until the principal's bucket has a token again.
+	e = decode(t, statusError(t, codes.ResourceExhausted, "rate limit of Submit reached",
+		info("RATE_LIMITED", map[string]string{"method": "Submit", "per_second": "0.5", "burst": "2"}),
+		&errdetails.RetryInfo{RetryDelay: durationpb.New(250 * time.Millisecond)}))
+	if e.RetryAfter != 250*time.Millisecond || !errors.Is(e, m3.ErrRateLimited) || e.Metadata["method"] != "Submit" {
+		t.Errorf("RetryAfter = %v, reason %q, metadata %v", e.RetryAfter, e.Reason, e.Metadata)
+	}
 	// Other reasons: nothing to wait for.
 	e = decode(t, statusError(t, codes.NotFound, "no execution", info("EXECUTION_NOT_FOUND", nil)))
 	if e.RetryAfter != 0 {
@@ -188,7 +195,8 @@ var allSentinels = []error{
 	m3.ErrManagedInputStateInvalid, m3.ErrRoundNotFound, m3.ErrManagedInputRecoveryUnavailable,
 	m3.ErrOperationTimeout, m3.ErrExecutionNotFound, m3.ErrResultWaitTimeout, m3.ErrWorkQueueFull,
 	m3.ErrServerBindingNotFound, m3.ErrElicitationNotAnswered, m3.ErrRoundLimitExceeded,
-	m3.ErrInternal, m3.ErrServiceShuttingDown, m3.ErrUnauthenticated, m3.ErrStorageUnavailable,
+	m3.ErrInternal, m3.ErrServiceShuttingDown, m3.ErrUnauthenticated, m3.ErrRateLimited,
+	m3.ErrStorageUnavailable,
 }
 
 func TestUnknownReasonKeepsItsCode(t *testing.T) {

@@ -82,7 +82,7 @@ export class M3Error extends Error {
   readonly preconditionViolations: readonly PreconditionViolation[];
   /** ResourceInfo; set for the *_NOT_FOUND reasons. */
   readonly resourceInfo: ResourceInfo | undefined;
-  /** RetryInfo's retry delay in seconds; set for WORK_QUEUE_FULL and STORAGE_UNAVAILABLE. */
+  /** RetryInfo's retry delay in seconds; set for WORK_QUEUE_FULL, RATE_LIMITED and STORAGE_UNAVAILABLE. */
   readonly retryAfterSeconds: number | undefined;
 
   constructor(message: string, init: M3ErrorInit) {
@@ -179,6 +179,15 @@ export class WorkQueueFullError extends M3Error {
   static readonly reason = "WORK_QUEUE_FULL";
 }
 
+/**
+ * RESOURCE_EXHAUSTED: the caller's principal used up its rate limit for this
+ * method (`metadata.method`); nothing was done. The same call (same request ID
+ * or idempotency key) succeeds after `retryAfterSeconds`.
+ */
+export class RateLimitedError extends M3Error {
+  static readonly reason = "RATE_LIMITED";
+}
+
 /** FAILED_PRECONDITION: no plan rule answered an elicitation (seen as a failure code). */
 export class ElicitationNotAnsweredError extends M3Error {
   static readonly reason = "ELICITATION_NOT_ANSWERED";
@@ -236,6 +245,7 @@ const CLASSES: readonly M3ErrorClass[] = [
   ExecutionNotFoundError,
   ServerBindingNotFoundError,
   WorkQueueFullError,
+  RateLimitedError,
   ElicitationNotAnsweredError,
   RoundLimitExceededError,
   ServiceShuttingDownError,

@@ -1,6 +1,7 @@
 """WatchPending as Server-Sent Events: the inbox's live list of pending rounds.
 
-The stream is the gRPC WatchPending stream (all executions), event for event:
+The stream is the gRPC WatchPending stream (all executions the caller may see),
+event for event:
 first the rounds pending now, then rounds becoming pending and leaving pending.
 Each SSE message has the event's cursor as its `id`, so a browser's
 EventSource that reconnects (it sends `Last-Event-ID`) resumes right after
@@ -45,12 +46,13 @@ def sse(event: str, data: object, event_id: str | None = None) -> bytes:
 
 
 async def event_stream(
-    watch: PendingWatch, cursor: str, *, keepalive: float = 15.0
+    watch: PendingWatch, cursor: str, *, principal: str | None = None, keepalive: float = 15.0
 ) -> AsyncIterator[bytes]:
-    """The SSE bytes of one watch from `cursor` ("": the pending rounds, then live)."""
+    """The SSE bytes of one watch from `cursor` ("": the pending rounds, then live);
+    `principal`: only that principal's executions (None: every execution)."""
     yield b"retry: 1000\n\n"  # reconnect quickly after a restart
     queue: asyncio.Queue[object] = asyncio.Queue(maxsize=64)
-    task = asyncio.create_task(_pump(watch, cursor, queue))
+    task = asyncio.create_task(_pump(watch, cursor, principal, queue))
     try:
         while True:
             try:
@@ -68,9 +70,11 @@ async def event_stream(
             await task
 
 
-async def _pump(watch: PendingWatch, cursor: str, queue: asyncio.Queue[object]) -> None:
+async def _pump(
+    watch: PendingWatch, cursor: str, principal: str | None, queue: asyncio.Queue[object]
+) -> None:
     try:
-        async for event in watch.stream("", cursor):
+        async for event in watch.stream("", cursor, principal):
             await queue.put(_message(event))
     except ServiceShuttingDown:
         pass  # the browser reconnects with Last-Event-ID

@@ -9,6 +9,7 @@ an HTTP status of the same meaning.
 from __future__ import annotations
 
 import logging
+import math
 from typing import Any
 
 import grpc
@@ -24,6 +25,7 @@ log = logging.getLogger(__name__)
 
 _HTTP_STATUS = {
     code_pb2.INVALID_ARGUMENT: 400,
+    code_pb2.UNAUTHENTICATED: 401,
     code_pb2.NOT_FOUND: 404,
     code_pb2.ABORTED: 409,
     code_pb2.FAILED_PRECONDITION: 409,
@@ -60,7 +62,15 @@ def error_response(error: BaseException, request: message.Message | None = None)
                 {"field": v.field, "description": v.description}
                 for v in bad_request.field_violations
             ]
-    return JSONResponse({"error": body}, status_code=_HTTP_STATUS.get(status.code, 500))
+    headers = {}
+    if status.code == code_pb2.UNAUTHENTICATED:
+        headers["WWW-Authenticate"] = "Bearer"
+    retry_after = getattr(error, "retry_after_seconds", None)
+    if isinstance(retry_after, float | int):
+        headers["Retry-After"] = str(max(1, math.ceil(retry_after)))
+    return JSONResponse(
+        {"error": body}, status_code=_HTTP_STATUS.get(status.code, 500), headers=headers
+    )
 
 
 def _code_name(number: int) -> str:

@@ -7,6 +7,10 @@
     GET  /api/rounds/{round_id}         one round with its history, responses redacted
     POST /api/rounds/{round_id}/respond answer it: {"idempotency_key", "responses"}
 
+With the service's bearer tokens configured, every /api/ request needs
+`Authorization: Bearer <token>` and sees only its principal's rounds (`access`);
+the page and its static files hold no data and stay open.
+
 Rounds are `ElicitationRound` messages as proto JSON (field names as in the
 proto), an answer's `responses` are `ElicitationResponse`s the same way
 (`{"action": "ELICITATION_ACTION_ACCEPT", "content": {...}}`), and an answer
@@ -31,6 +35,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from m3grpc.api.elicitation_service import respond, round_message
+from m3grpc.api.inbox.access import InboxAccess
 from m3grpc.api.inbox.feed import event_stream, to_json
 from m3grpc.api.inbox.problems import error_response
 from m3grpc.api.watch import PendingWatch
@@ -58,26 +63,39 @@ _HEADERS = {
 
 
 def build_app(
-    runtime: Runtime, watch: PendingWatch, *, allowed_hosts: Sequence[str] = ("*",)
+    runtime: Runtime,
+    watch: PendingWatch,
+    *,
+    allowed_hosts: Sequence[str] = ("*",),
+    access: InboxAccess | None = None,
 ) -> Starlette:
     """The inbox. `allowed_hosts`: the Host headers served (others get 400), so a
-    loopback inbox cannot be reached through a rebound DNS name."""
+    loopback inbox cannot be reached through a rebound DNS name. `access`: who may
+    call the API (`access.py`); None: everyone, as without authentication."""
+    access = access or InboxAccess()
 
     async def page(request: Request) -> Response:
         return FileResponse(STATIC / "index.html", headers=_HEADERS)
 
     async def events(request: Request) -> Response:
+        try:
+            caller = access.caller(request)
+        except Exception as error:
+            return error_response(error)
         cursor = request.headers.get("last-event-id") or request.query_params.get("cursor", "")
         return StreamingResponse(
-            event_stream(watch, cursor),
+            event_stream(watch, cursor, principal=caller.owner_filter),
             media_type="text/event-stream",
             headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
         )
 
     async def pending(request: Request) -> Response:
         try:
+            caller = access.caller(request)
             records = await runtime.list_rounds(
-                statuses=[ManagedInputStatus.PENDING], limit=MAX_LISTED
+                statuses=[ManagedInputStatus.PENDING],
+                limit=MAX_LISTED,
+                principal=caller.owner_filter,
             )
         except Exception as error:
             return error_response(error)
@@ -85,7 +103,12 @@ def build_app(
 
     async def get_round(request: Request) -> Response:
         try:
-            record = await runtime.get_round(request.path_params["round_id"])
+            caller = access.caller(request)
+            round_id = request.path_params["round_id"]
+            if caller.owner_filter is not None:
+                # ROUND_NOT_FOUND for another principal's round, as over gRPC.
+                await runtime.require_visible_round(round_id, caller.owner_filter)
+            record = await runtime.get_round(round_id)
         except Exception as error:
             return error_response(error)
         return _json({"round": to_json(round_message(record))})
@@ -93,12 +116,17 @@ def build_app(
     async def answer(request: Request) -> Response:
         message = pb.RespondRequest(round_id=request.path_params["round_id"])
         try:
+            caller = access.caller(request)
+            # Before anything is read or written, like the gRPC interceptor.
+            access.check_respond(caller)
             # JSON only: another site's plain HTML form cannot send it (a browser asks
             # this server first, CORS preflight, which it never allows).
             media_type = request.headers.get("content-type", "").split(";")[0].strip()
             if media_type.lower() != "application/json":
                 raise _invalid("", "the request body must be application/json")
             _read_answer(await _body(request), message)
+            if caller.owner_filter is not None:
+                await runtime.require_visible_round(message.round_id, caller.owner_filter)
             reply = await respond(runtime, message)
         except Exception as error:
             return error_response(error, message)

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 
 import uvicorn
 
+from m3grpc.api.inbox.access import InboxAccess
 from m3grpc.api.inbox.routes import build_app
 from m3grpc.api.watch import PendingWatch
 from m3grpc.runtime import Runtime
@@ -38,10 +39,16 @@ def allowed_hosts(address: str) -> tuple[str, ...]:
 class InboxServer:
     """The inbox on `address` (HOST:PORT); `bind` then `start`, and `stop`."""
 
-    def __init__(self, runtime: Runtime, watch: PendingWatch, address: str) -> None:
+    def __init__(
+        self,
+        runtime: Runtime,
+        watch: PendingWatch,
+        address: str,
+        access: InboxAccess | None = None,
+    ) -> None:
         self._address = address
         self._config = uvicorn.Config(
-            build_app(runtime, watch, allowed_hosts=allowed_hosts(address)),
+            build_app(runtime, watch, allowed_hosts=allowed_hosts(address), access=access),
             lifespan="off",
             log_config=None,  # uvicorn's records go through the service's formatter
             log_level="warning",  # not its start-up lines

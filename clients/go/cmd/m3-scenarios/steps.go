@@ -195,6 +195,8 @@ func sentinelOf(reason string) error {
 		"ROUND_LIMIT_EXCEEDED":               m3.ErrRoundLimitExceeded,
 		"INTERNAL":                           m3.ErrInternal,
 		"SERVICE_SHUTTING_DOWN":              m3.ErrServiceShuttingDown,
+		"UNAUTHENTICATED":                    m3.ErrUnauthenticated,
+		"RATE_LIMITED":                       m3.ErrRateLimited,
 	}[reason]
 }
 

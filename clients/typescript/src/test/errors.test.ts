@@ -32,6 +32,7 @@ import {
   ManagedInputStatus,
   StorageUnavailableError,
   WorkQueueFullError,
+  RateLimitedError,
   errorClassFor,
   toM3Error,
 } from "../index.js";
@@ -163,6 +164,19 @@ test("STORAGE_UNAVAILABLE is retryable after its RetryInfo delay", () => {
   assert.ok(error instanceof StorageUnavailableError);
   assert.equal(error.code, "UNAVAILABLE");
   assert.equal(error.retryAfterSeconds, 1);
+});
+
+test("RATE_LIMITED carries retryAfterSeconds from RetryInfo", () => {
+  const error = toM3Error(
+    grpcError(Code.ResourceExhausted, "rate limit of Submit reached", [
+      errorInfo("RATE_LIMITED", { method: "Submit", per_second: "0.5", burst: "2" }),
+      pack(RetryInfoSchema, { retryDelay: durationFromMs(250) }),
+    ]),
+  );
+  assert.ok(error instanceof RateLimitedError);
+  assert.equal(error.code, "RESOURCE_EXHAUSTED");
+  assert.equal(error.retryAfterSeconds, 0.25);
+  assert.equal(error.metadata["method"], "Submit");
 });
 
 test("RESULT_WAIT_TIMEOUT is an OperationTimeoutError", () => {

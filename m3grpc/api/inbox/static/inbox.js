@@ -1,5 +1,6 @@
 // The M3 inbox page: the live list of pending rounds (Server-Sent Events from
-// /api/events), a form per round rendered from its requests' JSON schemas
+// /api/events, read with fetch), a sign-in with the service's bearer token when
+// it asks for one (kept in sessionStorage, sent as Authorization: Bearer), a form per round rendered from its requests' JSON schemas
 // (MCP's flat form schemas: string, number, integer, boolean, string arrays),
 // validation as the person types, and answers sent with an idempotency key kept
 // in localStorage until the service acknowledged it. No dependencies.
@@ -38,21 +39,117 @@ const when = (stamp) => (stamp ? new Date(stamp).toLocaleString() : "");
 
 // -- the live list ----------------------------------------------------------------
 
-function connect() {
-  const source = new EventSource("/api/events");
-  source.onopen = () => setConnection("live", "Live: new rounds appear by themselves.");
-  source.onerror = () => setConnection("down", "Connection lost; reconnecting\u2026");
-  source.addEventListener("round_pending", (event) => {
-    const round = JSON.parse(event.data).round_pending;
+// The live list reads /api/events with fetch rather than EventSource, which
+// cannot send the Authorization header; like EventSource it reconnects after a
+// second and resumes with Last-Event-ID.
+let lastEventId = "";
+let connection = 0; // a newer connect() ends the loops of older ones
+
+async function connect() {
+  const generation = ++connection;
+  while (generation === connection) {
+    try {
+      const headers = lastEventId ? { "Last-Event-ID": lastEventId } : {};
+      const reply = await api("/api/events", { headers, cache: "no-store" });
+      if (reply.status === 401) return; // signing in connects again
+      if (!reply.ok || !reply.body) throw new Error(`HTTP ${reply.status}`);
+      setConnection("live", "Live: new rounds appear by themselves.");
+      await readEvents(reply.body, generation);
+    } catch {
+      // reconnect below
+    }
+    if (generation !== connection) return;
+    setConnection("down", "Connection lost; reconnecting\u2026");
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+  }
+}
+
+// Server-Sent Events framing: `field: value` lines, a blank line ends a message.
+async function readEvents(body, generation) {
+  const reader = body.pipeThrough(new TextDecoderStream()).getReader();
+  let buffer = "";
+  let message = { event: "message", data: [], id: null };
+  try {
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done || generation !== connection) return;
+      buffer += value;
+      let end;
+      while ((end = buffer.indexOf("\n")) >= 0) {
+        const line = buffer.slice(0, end).replace(/\r$/, "");
+        buffer = buffer.slice(end + 1);
+        if (line === "") {
+          dispatch(message);
+          message = { event: "message", data: [], id: null };
+        } else if (!line.startsWith(":")) {
+          const colon = line.indexOf(":");
+          const name = colon < 0 ? line : line.slice(0, colon);
+          const text = colon < 0 ? "" : line.slice(colon + 1).replace(/^ /, "");
+          if (name === "event") message.event = text;
+          else if (name === "data") message.data.push(text);
+          else if (name === "id") message.id = text;
+        }
+      }
+    }
+  } finally {
+    reader.cancel().catch(() => {});
+  }
+}
+
+function dispatch(message) {
+  if (message.id !== null) lastEventId = message.id;
+  if (!message.data.length) return;
+  const data = JSON.parse(message.data.join("\n"));
+  if (message.event === "round_pending") {
+    const round = data.round_pending;
     pending.set(round.round_id, round);
     renderList();
-  });
-  source.addEventListener("round_left_pending", (event) => {
-    const left = JSON.parse(event.data).round_left_pending;
+  } else if (message.event === "round_left_pending") {
+    const left = data.round_left_pending;
     pending.delete(left.round_id);
     renderList();
     if (current && current.round.round_id === left.round_id) openRound(left.round_id, false);
+  } else if (message.event === "stream_error") {
+    lastEventId = ""; // a cursor the service cannot read: start over
+  }
+}
+
+// -- access: the service's bearer token, kept for this tab only ----------------------
+
+const TOKEN_KEY = "m3-inbox-token";
+
+function api(path, options = {}) {
+  const headers = { ...(options.headers || {}) };
+  const token = sessionStorage.getItem(TOKEN_KEY);
+  if (token) headers.Authorization = "Bearer " + token;
+  return fetch(path, { ...options, headers }).then((reply) => {
+    if (reply.status === 401) askForToken(Boolean(token));
+    return reply;
   });
+}
+
+function askForToken(rejected) {
+  sessionStorage.removeItem(TOKEN_KEY);
+  connection++; // the live list waits for the token
+  $("login").hidden = false;
+  $("login-problem").textContent = rejected ? "That token was not accepted." : "";
+  setConnection("down", "Sign in with your access token to see your rounds.");
+  $("token").focus();
+}
+
+function signIn(event) {
+  event.preventDefault();
+  const token = $("token").value.trim();
+  if (!token) return;
+  sessionStorage.setItem(TOKEN_KEY, token);
+  $("token").value = "";
+  $("login").hidden = true;
+  pending.clear();
+  lastEventId = "";
+  renderList();
+  connect();
+  const id = selectedRoundId();
+  if (id) openRound(id, false);
 }
 
 function setConnection(state, text) {
@@ -99,7 +196,7 @@ function selectedRoundId() {
 }
 
 async function openRound(roundId, focus = true) {
-  const reply = await fetch("/api/rounds/" + encodeURIComponent(roundId));
+  const reply = await api("/api/rounds/" + encodeURIComponent(roundId));
   const body = await reply.json();
   if (!reply.ok) {
     $("round").hidden = false;
@@ -412,7 +509,7 @@ async function submit(event) {
   showNotice("", "Sending\u2026");
   let reply, body;
   try {
-    reply = await fetch(`/api/rounds/${encodeURIComponent(round.round_id)}/respond`, {
+    reply = await api(`/api/rounds/${encodeURIComponent(round.round_id)}/respond`, {
       method: "POST",
       headers: { "Content-Type": "application/json" },
       body: JSON.stringify({ idempotency_key: key, responses }),
@@ -467,6 +564,7 @@ function showNotice(kind, text) {
 
 document.addEventListener("DOMContentLoaded", () => {
   $("answer").addEventListener("submit", submit);
+  $("login").addEventListener("submit", signIn);
   window.addEventListener("hashchange", () => {
     const id = selectedRoundId();
     if (id) openRound(id);

@@ -383,6 +383,33 @@ const (
 	//	  }
 	//	}
 	ErrorReason_ERROR_REASON_UNAUTHENTICATED ErrorReason = 16
+	// The caller's principal used up its rate limit for this method (`Submit`
+	// or `Respond`; a token bucket per principal and method, configured in the
+	// service's `[rate_limits]`; without authentication every caller shares
+	// one anonymous bucket). Nothing was done: no execution was created, the
+	// round is still pending, and the `request_id` or `idempotency_key` was
+	// not used, so the same call succeeds once the delay has passed.
+	//
+	// Wire reason: "RATE_LIMITED". Status code: RESOURCE_EXHAUSTED.
+	// Details: `google.rpc.RetryInfo` with `retry_delay` = the time until the
+	// bucket holds a token again.
+	//
+	// Metadata: `method` (`Submit` or `Respond`), `per_second` (the refill
+	// rate, a decimal number), `burst` (the bucket's size, a decimal integer).
+	// The principal is never named.
+	//
+	// Example of an ErrorInfo:
+	//
+	//	{
+	//	  "reason": "RATE_LIMITED",
+	//	  "domain": "m3grpc.dev",
+	//	  "metadata": {
+	//	    "method": "Respond",
+	//	    "per_second": "5",
+	//	    "burst": "10"
+	//	  }
+	//	}
+	ErrorReason_ERROR_REASON_RATE_LIMITED ErrorReason = 17
 	// The database failed the request: it is unreachable or restarting, it is
 	// full, it stayed locked, or it refused the commit (e.g. a trigger or a
 	// constraint). The transaction was rolled back, so nothing of the request
@@ -404,7 +431,7 @@ const (
 	//	  "domain": "m3grpc.dev",
 	//	  "metadata": {}
 	//	}
-	ErrorReason_ERROR_REASON_STORAGE_UNAVAILABLE ErrorReason = 17
+	ErrorReason_ERROR_REASON_STORAGE_UNAVAILABLE ErrorReason = 18
 )
 
 // Enum value maps for ErrorReason.
@@ -427,7 +454,8 @@ var (
 		14: "ERROR_REASON_INTERNAL",
 		15: "ERROR_REASON_SERVICE_SHUTTING_DOWN",
 		16: "ERROR_REASON_UNAUTHENTICATED",
-		17: "ERROR_REASON_STORAGE_UNAVAILABLE",
+		17: "ERROR_REASON_RATE_LIMITED",
+		18: "ERROR_REASON_STORAGE_UNAVAILABLE",
 	}
 	ErrorReason_value = map[string]int32{
 		"ERROR_REASON_UNSPECIFIED":                        0,
@@ -447,7 +475,8 @@ var (
 		"ERROR_REASON_INTERNAL":                           14,
 		"ERROR_REASON_SERVICE_SHUTTING_DOWN":              15,
 		"ERROR_REASON_UNAUTHENTICATED":                    16,
-		"ERROR_REASON_STORAGE_UNAVAILABLE":                17,
+		"ERROR_REASON_RATE_LIMITED":                       17,
+		"ERROR_REASON_STORAGE_UNAVAILABLE":                18,
 	}
 )
 
@@ -482,7 +511,7 @@ var File_m3_v1_error_reason_proto protoreflect.FileDescriptor
 
 const file_m3_v1_error_reason_proto_rawDesc = "" +
 	"\n" +
-	"\x18m3/v1/error_reason.proto\x12\x05m3.v1*\xc5\x05\n" +
+	"\x18m3/v1/error_reason.proto\x12\x05m3.v1*\xe4\x05\n" +
 	"\vErrorReason\x12\x1c\n" +
 	"\x18ERROR_REASON_UNSPECIFIED\x10\x00\x12(\n" +
 	"$ERROR_REASON_MODEL_VALIDATION_FAILED\x10\x01\x12&\n" +
@@ -501,8 +530,9 @@ const file_m3_v1_error_reason_proto_rawDesc = "" +
 	"!ERROR_REASON_ROUND_LIMIT_EXCEEDED\x10\r\x12\x19\n" +
 	"\x15ERROR_REASON_INTERNAL\x10\x0e\x12&\n" +
 	"\"ERROR_REASON_SERVICE_SHUTTING_DOWN\x10\x0f\x12 \n" +
-	"\x1cERROR_REASON_UNAUTHENTICATED\x10\x10\x12$\n" +
-	" ERROR_REASON_STORAGE_UNAVAILABLE\x10\x11B\x86\x01\n" +
+	"\x1cERROR_REASON_UNAUTHENTICATED\x10\x10\x12\x1d\n" +
+	"\x19ERROR_REASON_RATE_LIMITED\x10\x11\x12$\n" +
+	" ERROR_REASON_STORAGE_UNAVAILABLE\x10\x12B\x86\x01\n" +
 	"\tcom.m3.v1B\x10ErrorReasonProtoP\x01Z2github.com/m3grpc/m3grpc/clients/go/gen/m3/v1;m3v1\xa2\x02\x03MXX\xaa\x02\x05M3.V1\xca\x02\x05M3\\V1\xe2\x02\x11M3\\V1\\GPBMetadata\xea\x02\x06M3::V1b\x06proto3"
 
 var (

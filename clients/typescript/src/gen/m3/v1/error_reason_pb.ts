@@ -9,7 +9,7 @@ import { enumDesc, fileDesc } from "@bufbuild/protobuf/codegenv2";
  * Describes the file m3/v1/error_reason.proto.
  */
 export const file_m3_v1_error_reason: GenFile = /*@__PURE__*/
-  fileDesc("ChhtMy92MS9lcnJvcl9yZWFzb24ucHJvdG8SBW0zLnYxKsUFCgtFcnJvclJlYXNvbhIcChhFUlJPUl9SRUFTT05fVU5TUEVDSUZJRUQQABIoCiRFUlJPUl9SRUFTT05fTU9ERUxfVkFMSURBVElPTl9GQUlMRUQQARImCiJFUlJPUl9SRUFTT05fTUFOQUdFRF9JTlBVVF9JTlZBTElEEAISJwojRVJST1JfUkVBU09OX01BTkFHRURfSU5QVVRfQ09ORkxJQ1QQAxIsCihFUlJPUl9SRUFTT05fTUFOQUdFRF9JTlBVVF9TVEFURV9JTlZBTElEEAQSIAocRVJST1JfUkVBU09OX1JPVU5EX05PVF9GT1VORBAFEjMKL0VSUk9SX1JFQVNPTl9NQU5BR0VEX0lOUFVUX1JFQ09WRVJZX1VOQVZBSUxBQkxFEAYSIgoeRVJST1JfUkVBU09OX09QRVJBVElPTl9USU1FT1VUEAcSJAogRVJST1JfUkVBU09OX0VYRUNVVElPTl9OT1RfRk9VTkQQCBIkCiBFUlJPUl9SRUFTT05fUkVTVUxUX1dBSVRfVElNRU9VVBAJEiAKHEVSUk9SX1JFQVNPTl9XT1JLX1FVRVVFX0ZVTEwQChIpCiVFUlJPUl9SRUFTT05fU0VSVkVSX0JJTkRJTkdfTk9UX0ZPVU5EEAsSKQolRVJST1JfUkVBU09OX0VMSUNJVEFUSU9OX05PVF9BTlNXRVJFRBAMEiUKIUVSUk9SX1JFQVNPTl9ST1VORF9MSU1JVF9FWENFRURFRBANEhkKFUVSUk9SX1JFQVNPTl9JTlRFUk5BTBAOEiYKIkVSUk9SX1JFQVNPTl9TRVJWSUNFX1NIVVRUSU5HX0RPV04QDxIgChxFUlJPUl9SRUFTT05fVU5BVVRIRU5USUNBVEVEEBASJAogRVJST1JfUkVBU09OX1NUT1JBR0VfVU5BVkFJTEFCTEUQEUKGAQoJY29tLm0zLnYxQhBFcnJvclJlYXNvblByb3RvUAFaMmdpdGh1Yi5jb20vbTNncnBjL20zZ3JwYy9jbGllbnRzL2dvL2dlbi9tMy92MTttM3YxogIDTVhYqgIFTTMuVjHKAgVNM1xWMeICEU0zXFYxXEdQQk1ldGFkYXRh6gIGTTM6OlYxYgZwcm90bzM");
+  fileDesc("ChhtMy92MS9lcnJvcl9yZWFzb24ucHJvdG8SBW0zLnYxKuQFCgtFcnJvclJlYXNvbhIcChhFUlJPUl9SRUFTT05fVU5TUEVDSUZJRUQQABIoCiRFUlJPUl9SRUFTT05fTU9ERUxfVkFMSURBVElPTl9GQUlMRUQQARImCiJFUlJPUl9SRUFTT05fTUFOQUdFRF9JTlBVVF9JTlZBTElEEAISJwojRVJST1JfUkVBU09OX01BTkFHRURfSU5QVVRfQ09ORkxJQ1QQAxIsCihFUlJPUl9SRUFTT05fTUFOQUdFRF9JTlBVVF9TVEFURV9JTlZBTElEEAQSIAocRVJST1JfUkVBU09OX1JPVU5EX05PVF9GT1VORBAFEjMKL0VSUk9SX1JFQVNPTl9NQU5BR0VEX0lOUFVUX1JFQ09WRVJZX1VOQVZBSUxBQkxFEAYSIgoeRVJST1JfUkVBU09OX09QRVJBVElPTl9USU1FT1VUEAcSJAogRVJST1JfUkVBU09OX0VYRUNVVElPTl9OT1RfRk9VTkQQCBIkCiBFUlJPUl9SRUFTT05fUkVTVUxUX1dBSVRfVElNRU9VVBAJEiAKHEVSUk9SX1JFQVNPTl9XT1JLX1FVRVVFX0ZVTEwQChIpCiVFUlJPUl9SRUFTT05fU0VSVkVSX0JJTkRJTkdfTk9UX0ZPVU5EEAsSKQolRVJST1JfUkVBU09OX0VMSUNJVEFUSU9OX05PVF9BTlNXRVJFRBAMEiUKIUVSUk9SX1JFQVNPTl9ST1VORF9MSU1JVF9FWENFRURFRBANEhkKFUVSUk9SX1JFQVNPTl9JTlRFUk5BTBAOEiYKIkVSUk9SX1JFQVNPTl9TRVJWSUNFX1NIVVRUSU5HX0RPV04QDxIgChxFUlJPUl9SRUFTT05fVU5BVVRIRU5USUNBVEVEEBASHQoZRVJST1JfUkVBU09OX1JBVEVfTElNSVRFRBAREiQKIEVSUk9SX1JFQVNPTl9TVE9SQUdFX1VOQVZBSUxBQkxFEBJChgEKCWNvbS5tMy52MUIQRXJyb3JSZWFzb25Qcm90b1ABWjJnaXRodWIuY29tL20zZ3JwYy9tM2dycGMvY2xpZW50cy9nby9nZW4vbTMvdjE7bTN2MaICA01YWKoCBU0zLlYxygIFTTNcVjHiAhFNM1xWMVxHUEJNZXRhZGF0YeoCBk0zOjpWMWIGcHJvdG8z");
 
 /**
  * Defines the supported values of `google.rpc.ErrorInfo.reason` for the
@@ -461,6 +461,38 @@ export enum ErrorReason {
   UNAUTHENTICATED = 16,
 
   /**
+   * The caller's principal used up its rate limit for this method (`Submit`
+   * or `Respond`; a token bucket per principal and method, configured in the
+   * service's `[rate_limits]`; without authentication every caller shares
+   * one anonymous bucket). Nothing was done: no execution was created, the
+   * round is still pending, and the `request_id` or `idempotency_key` was
+   * not used, so the same call succeeds once the delay has passed.
+   *
+   * Wire reason: "RATE_LIMITED". Status code: RESOURCE_EXHAUSTED.
+   * Details: `google.rpc.RetryInfo` with `retry_delay` = the time until the
+   * bucket holds a token again.
+   *
+   * Metadata: `method` (`Submit` or `Respond`), `per_second` (the refill
+   * rate, a decimal number), `burst` (the bucket's size, a decimal integer).
+   * The principal is never named.
+   *
+   * Example of an ErrorInfo:
+   *
+   *     {
+   *       "reason": "RATE_LIMITED",
+   *       "domain": "m3grpc.dev",
+   *       "metadata": {
+   *         "method": "Respond",
+   *         "per_second": "5",
+   *         "burst": "10"
+   *       }
+   *     }
+   *
+   * @generated from enum value: ERROR_REASON_RATE_LIMITED = 17;
+   */
+  RATE_LIMITED = 17,
+
+  /**
    * The database failed the request: it is unreachable or restarting, it is
    * full, it stayed locked, or it refused the commit (e.g. a trigger or a
    * constraint). The transaction was rolled back, so nothing of the request
@@ -483,9 +515,9 @@ export enum ErrorReason {
    *       "metadata": {}
    *     }
    *
-   * @generated from enum value: ERROR_REASON_STORAGE_UNAVAILABLE = 17;
+   * @generated from enum value: ERROR_REASON_STORAGE_UNAVAILABLE = 18;
    */
-  STORAGE_UNAVAILABLE = 17,
+  STORAGE_UNAVAILABLE = 18,
 }
 
 /**
