@@ -31,6 +31,7 @@ from m3grpc.plan import answer_from_plan
 from m3grpc.runtime.leases import LeaseHolder
 from m3grpc.runtime.lifecycle import Lifecycle
 from m3grpc.runtime.notifier import Notifier, pending_key, wait_for
+from m3grpc.runtime.offload import offload
 from m3grpc.specs import ElicitationPlan
 from m3grpc.storage import SqlExecutionStore
 from m3grpc.types import (
@@ -62,7 +63,7 @@ class PlanInputResolver:
         return answer_from_plan(self._plan, round.operation.operation_name, round.requests)
 
     async def operation_finished(self, result: OperationResult, *, last: bool = False) -> None:
-        await asyncio.to_thread(
+        await offload(
             self._store.record_operation, self._execution_id, self._lease.lease, result, last=last
         )
 
@@ -139,9 +140,7 @@ class ManagedInputResolver:
         if not self.releasable:
             return False
         try:
-            released = await asyncio.to_thread(
-                self._store.release, self._execution_id, self._lease.lease
-            )
+            released = await offload(self._store.release, self._execution_id, self._lease.lease)
         except M3Error:
             return False
         if released:
@@ -177,7 +176,7 @@ class ManagedInputResolver:
             request_state=round.request_state,
             deadline=now + self._round_timeout if self._round_timeout else None,
         )
-        await asyncio.to_thread(
+        await offload(
             self._rounds.create_round,
             pending,
             lease=self._lease.lease,
@@ -220,7 +219,7 @@ class ManagedInputResolver:
         span.add_event("answered")
         # From here the answer may reach the server: the round no longer passes on.
         self._open_resumable = False
-        await asyncio.to_thread(self._rounds.start_delivery, pending.round_id, self._lease.lease)
+        await offload(self._rounds.start_delivery, pending.round_id, self._lease.lease)
         self._delivering[pending.logical_operation_id] = pending.round_id
         return responses
 
@@ -230,7 +229,7 @@ class ManagedInputResolver:
         round_id = self._delivering.get(operation.logical_operation_id)
         if round_id is None or round_id in self._delivered:
             return
-        await asyncio.to_thread(self._rounds.mark_delivered, round_id, self._lease.lease)
+        await offload(self._rounds.mark_delivered, round_id, self._lease.lease)
         self._delivered.add(round_id)
         self._round_event(round_id, "delivered")
         self._lifecycle.round_delivered(self._execution_id, round_id)
@@ -245,7 +244,7 @@ class ManagedInputResolver:
         operation_id = result.logical_operation_id
         round_id = self.open_round_id if self._open_operation_id == operation_id else None
         if round_id is None:
-            await asyncio.to_thread(
+            await offload(
                 self._store.record_operation,
                 self._execution_id,
                 self._lease.lease,
@@ -297,7 +296,7 @@ class ManagedInputResolver:
     ) -> None:
         answered = round_id in self._delivering.values() or round_id in self._delivered
         try:
-            await asyncio.to_thread(
+            await offload(
                 self._rounds.fail,
                 round_id,
                 self._lease.lease,
@@ -308,7 +307,7 @@ class ManagedInputResolver:
             )
         except ManagedInputStateError:  # already terminal (e.g. its deadline passed)
             if operation is not None:
-                await asyncio.to_thread(
+                await offload(
                     self._store.record_operation,
                     self._execution_id,
                     self._lease.lease,
@@ -335,7 +334,7 @@ class ManagedInputResolver:
         # Not yet marked delivered: the reply that ended the operation is the answer's
         # receipt too; both steps commit in one transaction.
         delivered_now = round_id not in self._delivered
-        await asyncio.to_thread(
+        await offload(
             self._rounds.resolve,
             round_id,
             self._lease.lease,
@@ -402,7 +401,7 @@ class ManagedInputResolver:
         while True:
             wake = self._notifier.register(round_id)
             try:
-                record = await asyncio.to_thread(self._rounds.get_round, round_id)
+                record = await offload(self._rounds.get_round, round_id)
                 if record.status is ManagedInputStatus.RESPONSE_VALIDATED:
                     assert record.responses is not None
                     return record.responses
@@ -425,7 +424,7 @@ class ManagedInputResolver:
     async def _expire(self, pending: PendingElicitationRound) -> None:
         """Fail the round for its deadline, unless a response committed first."""
         try:
-            await asyncio.to_thread(
+            await offload(
                 self._rounds.fail,
                 pending.round_id,
                 self._lease.lease,
