@@ -11,6 +11,7 @@
 
     [workers]
     pool_size = 4                     # executions run at once in this process
+    processes = 1                     # worker processes on the database, the service's included
     poll_interval_seconds = 0.5
     lease_seconds = 30.0
     queue_capacity = 256              # omit for no limit
@@ -124,6 +125,13 @@ class _Section(BaseModel):
 
 class Workers(_Section):
     pool_size: int = Field(default=4, ge=0, description="Executions this process runs at once.")
+    processes: int = Field(
+        default=1,
+        ge=1,
+        le=64,
+        description="Processes running workers on the database, the service's included "
+        "(each with pool_size); more than 1 uses more cores.",
+    )
     poll_interval_seconds: float = Field(
         default=0.5,
         gt=0,

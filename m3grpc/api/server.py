@@ -24,6 +24,7 @@ from m3grpc.api.execution_service import ExecutionService
 from m3grpc.api.health import HealthMonitor
 from m3grpc.api.inbox import InboxServer
 from m3grpc.api.inbox.access import InboxAccess
+from m3grpc.api.logs import JsonFormatter
 from m3grpc.api.metrics import ServiceMetrics
 from m3grpc.api.preflight import describe_cause as _cause
 from m3grpc.api.preflight import preflight
@@ -33,6 +34,7 @@ from m3grpc.api.reflection import enable_reflection
 from m3grpc.api.registration import add_servicer
 from m3grpc.api.rpc_log import RpcLogInterceptor
 from m3grpc.api.watch import PendingWatch
+from m3grpc.api.worker_processes import WorkerProcesses
 from m3grpc.errors import EncryptionKeyError, ManagedInputValidationError, ModelValidationError
 from m3grpc.runtime import (
     Runtime,
@@ -460,6 +462,11 @@ async def serve(
         print(f"m3grpc metrics on http://{service.metrics_address}/metrics", file=out, flush=True)
     if service.inbox is not None:
         print(f"m3grpc inbox on http://{service.inbox.address}/", file=out, flush=True)
+    try:
+        workers = WorkerProcesses.start(config, config_source, _log_args())
+    except BaseException:
+        await service.stop(config.shutdown_grace_seconds)
+        raise
     # Tests and scripts wait for this exact line (printed last).
     print(f"m3grpc serving on {service.address}", file=out, flush=True)
     try:
@@ -468,4 +475,15 @@ async def serve(
     finally:
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(signum)
-        await service.stop(config.shutdown_grace_seconds)
+        try:
+            await asyncio.to_thread(workers.stop, config.shutdown_grace_seconds)
+        finally:
+            await service.stop(config.shutdown_grace_seconds)
+
+
+def _log_args() -> list[str]:
+    """This process's log level and format, for its worker processes."""
+    root = logging.getLogger()
+    level = logging.getLevelName(root.getEffectiveLevel()).lower()
+    json_format = any(isinstance(h.formatter, JsonFormatter) for h in root.handlers)
+    return ["--log-level", level, "--log-format", "json" if json_format else "text"]

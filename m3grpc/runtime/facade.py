@@ -33,6 +33,7 @@ from m3grpc.runtime.limits import (
     response_violations,
 )
 from m3grpc.runtime.notifier import Notifier, pending_key, wait_for
+from m3grpc.runtime.offload import offload
 from m3grpc.runtime.submission import spec_document, validate_submission
 from m3grpc.runtime.worker import WorkerPool, WorkerSettings
 from m3grpc.storage import (
@@ -155,16 +156,16 @@ class Runtime:
         """Queue an execution; `principal`: who submitted it (None: no authentication)."""
         # Off the event loop: a large spec costs CPU in proportion to its size
         # (bounded by the limits), and the loop serves every other call.
-        mode, document = await asyncio.to_thread(self._validated, spec, human_input, request_id)
+        mode, document = await offload(self._validated, spec, human_input, request_id)
         if self._queue_capacity is not None:
-            queued = await asyncio.to_thread(self.store.count_queued)
+            queued = await offload(self.store.count_queued)
             if queued >= self._queue_capacity:
                 raise WorkQueueFullError(
                     f"the work queue is full ({queued} queued executions); retry later",
                     retry_after_seconds=1.0,
                     metadata={"queue_capacity": str(self._queue_capacity)},
                 )
-        created = await asyncio.to_thread(
+        created = await offload(
             self.store.create_execution,
             document,
             human_input=mode,
@@ -192,7 +193,7 @@ class Runtime:
         return mode, spec_document(parsed)
 
     async def snapshot(self, execution_id: str) -> ExecutionState:
-        return await asyncio.to_thread(self.store.get_state, _execution_id(execution_id))
+        return await offload(self.store.get_state, _execution_id(execution_id))
 
     async def result(self, execution_id: str, timeout: float | None = None) -> ExecutionResult:
         """Wait for the terminal result; ResultWaitTimeout if `timeout` runs out first."""
@@ -201,7 +202,7 @@ class Runtime:
         while True:
             wake = self.notifier.register(execution_id)
             try:
-                result = await asyncio.to_thread(self.store.get_result, execution_id)
+                result = await offload(self.store.get_result, execution_id)
                 if result is not None:
                     return result
                 wait = self.settings.poll_interval
@@ -220,7 +221,7 @@ class Runtime:
     async def cancel(self, execution_id: str) -> ExecutionState:
         """Cancel the execution (idempotent). Returns its state after the request."""
         execution_id = _execution_id(execution_id)
-        state = await asyncio.to_thread(self.store.request_cancel, execution_id)
+        state = await offload(self.store.request_cancel, execution_id)
         # Cancel at once when this process runs it; another replica sees the flag
         # on its next lease renewal.
         if self._pool is not None:
@@ -234,7 +235,7 @@ class Runtime:
         """The single pending round of the execution, or None."""
         execution_id = _execution_id(execution_id)
         await self.snapshot(execution_id)  # ExecutionNotFoundError for unknown IDs
-        rounds = await asyncio.to_thread(
+        rounds = await offload(
             self.store.managed_input_store.list_rounds,
             execution_id=execution_id,
             statuses=[ManagedInputStatus.PENDING],
@@ -307,7 +308,7 @@ class Runtime:
             # Checked before anything is read or stored; nothing echoes the input.
             raise ManagedInputValidationError("invalid response", field_violations=violations)
         with tracing.span("m3.round.respond", attributes={"m3.round_id": round_id}) as span:
-            submission = await asyncio.to_thread(
+            submission = await offload(
                 self.store.managed_input_store.submit_responses_detailed,
                 round_id,
                 responses,
@@ -321,7 +322,7 @@ class Runtime:
             span.set_attribute("m3.replayed", submission.replayed)
             if tracing.carrier():
                 # The answerer's trace may not be the submitter's: link the two.
-                span.add_link(await asyncio.to_thread(self.store.trace_context, answered))
+                span.add_link(await offload(self.store.trace_context, answered))
         row = submission.row
         created_at = row.get("created_at")
         self.lifecycle.response_accepted(
@@ -341,7 +342,7 @@ class Runtime:
         require_identifier(round_id, "round_id")
         if violations := id_violations(round_id, "round_id"):
             raise ManagedInputValidationError("invalid round_id", field_violations=violations)
-        return await asyncio.to_thread(self.store.managed_input_store.get_round, round_id)
+        return await offload(self.store.managed_input_store.get_round, round_id)
 
     async def list_rounds(
         self,
@@ -354,7 +355,7 @@ class Runtime:
     ) -> list[ManagedInputRecord]:
         if execution_id and (violations := id_violations(execution_id, "execution_id")):
             raise ManagedInputValidationError("invalid execution_id", field_violations=violations)
-        return await asyncio.to_thread(
+        return await offload(
             self.store.managed_input_store.list_rounds,
             execution_id=execution_id,
             statuses=statuses,
@@ -369,7 +370,7 @@ class Runtime:
         """ExecutionNotFoundError unless the execution exists and, when `principal` is
         given, that principal submitted it (never a different error: IDs leak nothing)."""
         execution_id = _execution_id(execution_id)
-        await asyncio.to_thread(self.store.require_visible_execution, execution_id, principal)
+        await offload(self.store.require_visible_execution, execution_id, principal)
 
     async def require_visible_round(self, round_id: str, principal: str | None) -> None:
         """RoundNotFoundError unless the round exists and, when `principal` is given,
@@ -377,7 +378,7 @@ class Runtime:
         require_identifier(round_id, "round_id")
         if violations := id_violations(round_id, "round_id"):
             raise ManagedInputValidationError("invalid round_id", field_violations=violations)
-        await asyncio.to_thread(self.store.require_visible_round, round_id, principal)
+        await offload(self.store.require_visible_round, round_id, principal)
 
     # -- events (WatchPending) ----------------------------------------------------------
 
@@ -389,7 +390,7 @@ class Runtime:
         principal: str | None = None,
         limit: int = 500,
     ) -> list[StoredEvent]:
-        return await asyncio.to_thread(
+        return await offload(
             self.store.read_events,
             after_seq=after_seq,
             execution_id=execution_id,
@@ -413,7 +414,7 @@ class Runtime:
             self.notifier.unregister(EVENTS_KEY, wake)
 
     async def last_event_seq(self) -> int:
-        return await asyncio.to_thread(self.store.last_event_seq)
+        return await offload(self.store.last_event_seq)
 
 
 def _execution_id(value: Any) -> str:

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import ParamSpec, TypeVar
 
 from m3grpc.errors import StorageUnavailableError
+from m3grpc.runtime.offload import offload
 
 log = logging.getLogger(__name__)
 
@@ -29,12 +30,12 @@ _MAX_DELAY_SECONDS = 2.0
 
 
 async def stored(call: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
-    """`call(*args, **kwargs)` in a thread, retried through a database outage."""
+    """`call(*args, **kwargs)` on the store's threads, retried through a database outage."""
     deadline = time.monotonic() + OUTAGE_BUDGET_SECONDS
     delay = 0.1
     while True:
         try:
-            return await asyncio.to_thread(call, *args, **kwargs)
+            return await offload(call, *args, **kwargs)
         except StorageUnavailableError as exc:
             if time.monotonic() + delay > deadline:
                 raise

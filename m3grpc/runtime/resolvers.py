@@ -31,6 +31,7 @@ from m3grpc.plan import answer_from_plan
 from m3grpc.runtime.leases import LeaseHolder
 from m3grpc.runtime.lifecycle import Lifecycle
 from m3grpc.runtime.notifier import Notifier, pending_key, wait_for
+from m3grpc.runtime.offload import offload
 from m3grpc.runtime.outage import stored
 from m3grpc.specs import ElicitationPlan
 from m3grpc.storage import SqlExecutionStore
@@ -141,9 +142,7 @@ class ManagedInputResolver:
             return False
         try:
             # Not retried: the worker is stopping, and a round kept closes safely.
-            released = await asyncio.to_thread(
-                self._store.release, self._execution_id, self._lease.lease
-            )
+            released = await offload(self._store.release, self._execution_id, self._lease.lease)
         except M3Error:
             return False
         if released:

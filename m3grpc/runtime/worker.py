@@ -36,6 +36,7 @@ from m3grpc.runtime.leases import LeaseHolder
 from m3grpc.runtime.lifecycle import Lifecycle
 from m3grpc.runtime.limits import Limits, bounded_result
 from m3grpc.runtime.notifier import Notifier
+from m3grpc.runtime.offload import offload
 from m3grpc.runtime.outage import stored
 from m3grpc.runtime.recovery import recover_expired
 from m3grpc.runtime.resolvers import ManagedInputResolver, PlanInputResolver
@@ -120,7 +121,7 @@ class WorkerPool:
         return len(self._running) - len(self._waiting)
 
     async def start(self) -> None:
-        await asyncio.to_thread(recover_expired, self._store, (), [], self.lifecycle)
+        await offload(recover_expired, self._store, (), [], self.lifecycle)
         self._loops = [
             asyncio.create_task(self._claim_loop(), name="m3-claim"),
             asyncio.create_task(self._recovery_loop(), name="m3-recovery"),
@@ -197,7 +198,7 @@ class WorkerPool:
             self._wake.clear()
             while self.active + self._resuming < self._settings.concurrency:
                 try:
-                    claimed = await asyncio.to_thread(
+                    claimed = await offload(
                         self._store.claim_next,
                         owner_id=self.owner_id,
                         lease_duration=self._settings.lease_duration,
@@ -229,7 +230,7 @@ class WorkerPool:
             live = frozenset(self._running)
             released: list[str] = []
             try:
-                finished = await asyncio.to_thread(
+                finished = await offload(
                     recover_expired, self._store, live, released, self.lifecycle
                 )
                 for execution_id in finished + released:
@@ -269,7 +270,7 @@ class WorkerPool:
         still held, whether cancel was requested. Lapsed leases renew too."""
         if not holders:
             return {}
-        renewed = await asyncio.to_thread(
+        renewed = await offload(
             self._store.renew_leases,
             self.owner_id,
             {execution_id: h.lease.lease_token for execution_id, h in holders.items()},
@@ -338,12 +339,10 @@ class WorkerPool:
         lease = self._leases[execution_id]
         try:
             # Parsing a large spec is work in proportion to its size: off the loop.
-            spec, task = await asyncio.to_thread(self._prepare, execution_id, claimed.spec)
+            spec, task = await offload(self._prepare, execution_id, claimed.spec)
             resumed = None
             if claimed.resumed_round_id is not None:
-                resumed, task = await asyncio.to_thread(
-                    self._resume_point, claimed.resumed_round_id, task
-                )
+                resumed, task = await offload(self._resume_point, claimed.resumed_round_id, task)
             resolver = self._resolver(claimed, spec, lease, resumed)
             self._resolvers[execution_id] = resolver
             result = await self._execute(execution_id, spec, task, resolver)
@@ -356,7 +355,7 @@ class WorkerPool:
                 span.fail(result.failure_code)
             # Bounded so the stored Result always fits in a reply; off the loop,
             # as a long script's result is work in proportion to its size.
-            result = await asyncio.to_thread(bounded_result, result, self._limits)
+            result = await offload(bounded_result, result, self._limits)
             await self._ensure_lease(execution_id)
             try:
                 await stored(self._store.finish, execution_id, lease.lease, result)

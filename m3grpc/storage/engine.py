@@ -80,6 +80,11 @@ def database_url(database: str | os.PathLike[str]) -> str:
     return f"sqlite:///{Path(text).expanduser().resolve()}"
 
 
+# Connections an SQLite engine keeps open; the runtime runs store calls on as many
+# threads (m3grpc.runtime.offload), so busy ones are not opened and closed per call.
+SQLITE_POOL_SIZE = 16
+
+
 def create_store_engine(
     database: str | os.PathLike[str],
     *,
@@ -120,7 +125,7 @@ def open_engine(
             # closing the last connection to a WAL database checkpoints and
             # deletes the -wal file, which costs more than the commit itself.
             poolclass=QueuePool,
-            pool_size=4,
+            pool_size=SQLITE_POOL_SIZE,
             max_overflow=16,
             connect_args={"timeout": busy_timeout_ms / 1000, "check_same_thread": False},
         )

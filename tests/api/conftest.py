@@ -44,8 +44,11 @@ def write_config(
     lease_seconds: float = 30.0,
     queue_capacity: int | None = None,
     grace: float = 2.0,
+    processes: int = 1,
 ) -> Path:
     workers = [f"pool_size = {pool_size}", "poll_interval_seconds = 0.1"]
+    if processes != 1:
+        workers.append(f"processes = {processes}")
     workers.append(f"lease_seconds = {lease_seconds}")
     if queue_capacity is not None:
         workers.append(f"queue_capacity = {queue_capacity}")

@@ -1,0 +1,119 @@
+"""`workers.processes = N`: N - 1 worker-only processes beside `m3grpc serve`.
+
+One process runs one event loop, so its executions, RPCs and store calls share one
+core. The store already lets several processes share one database (claims, leases
+and recovery go through it), so the service starts N - 1 more processes of workers
+on the same configuration: each claims queued executions like a replica without a
+gRPC listener, and the service's recovery (or theirs) takes over the executions of
+one that dies. They see the service's Submits and Responds by polling
+(`workers.poll_interval_seconds`), as replicas do.
+
+Each child runs `python -m m3grpc.api.worker_processes --config PATH`; it stops
+gracefully on SIGTERM (the service sends it at shutdown) and when its stdin closes
+(the service is gone, however it ended).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Sequence
+
+from m3grpc.api.config import ServiceConfig, load_config
+from m3grpc.runtime import Runtime, SqlExecutionStore, default_harnesses, load_cipher
+
+log = logging.getLogger(__name__)
+
+MODULE = "m3grpc.api.worker_processes"
+
+
+class WorkerProcesses:
+    """The service's worker-only child processes."""
+
+    def __init__(self, processes: Sequence[subprocess.Popen[bytes]]) -> None:
+        self.processes = list(processes)
+
+    @classmethod
+    def start(
+        cls, config: ServiceConfig, config_path: str | None, log_args: Sequence[str] = ()
+    ) -> WorkerProcesses:
+        extra = config.workers.processes - 1
+        if extra <= 0:
+            return cls([])
+        if config_path is None:
+            raise ValueError("workers.processes > 1 needs a configuration file")
+        argv = [sys.executable, "-m", MODULE, "--config", config_path, *log_args]
+        children = [subprocess.Popen(argv, stdin=subprocess.PIPE) for _ in range(extra)]
+        for child in children:
+            log.info(
+                "worker process %s started",
+                child.pid,
+                extra={"event": "workers.process_started", "pid": child.pid},
+            )
+        return cls(children)
+
+    def stop(self, grace: float) -> None:
+        """SIGTERM every child; wait `grace` (and a little) for them, then SIGKILL."""
+        for child in self.processes:
+            if child.poll() is None:
+                child.send_signal(signal.SIGTERM)
+        for child in self.processes:
+            try:
+                child.wait(grace + 5.0)
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.wait()
+            if child.stdin is not None:
+                child.stdin.close()
+
+
+async def run_workers(config: ServiceConfig) -> None:
+    """Run this process's worker pool until SIGTERM/SIGINT or stdin closes."""
+    # The same keys as the service (its environment is inherited): answers it sealed open here.
+    store = SqlExecutionStore(config.database, cipher=load_cipher(config.encryption.key_file))
+    runtime = Runtime(
+        store,
+        settings=config.workers.settings(),
+        harnesses=default_harnesses(codex=config.codex.settings()),
+        limits=config.runtime_limits(),
+    )
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+
+    def parent_gone() -> None:
+        with contextlib.suppress(Exception):
+            sys.stdin.buffer.read()
+        loop.call_soon_threadsafe(stop.set)
+
+    threading.Thread(target=parent_gone, daemon=True, name="m3-parent-watch").start()
+    try:
+        await runtime.start()
+        await stop.wait()
+    finally:
+        await runtime.stop(config.shutdown_grace_seconds)
+        store.close()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog=MODULE, description=__doc__.splitlines()[0])
+    parser.add_argument("--config", required=True)
+    parser.add_argument("--log-level", default="warning")
+    parser.add_argument("--log-format", default="text", choices=["text", "json"])
+    args = parser.parse_args(argv)
+    from m3grpc.api.logs import configure_logging
+
+    configure_logging(args.log_level, args.log_format)
+    asyncio.run(run_workers(load_config(args.config)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,85 @@
+"""`workers.processes = 2`: `m3grpc serve` runs a second, worker-only process on
+the same database. Both claim work, and when the second one dies (SIGKILL) with
+paused executions, recovery hands its 2026-07-28 rounds to the service's own
+workers: every execution still finishes once, answered. Black-box; every wait is
+a bounded loop, nothing asserts on elapsed time.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+from pathlib import Path
+
+from m3grpc.wire.gen.m3.v1 import execution_pb2
+
+from .conftest import ServerProcess
+from .test_round_resume import assert_resumed_once, resume_config, submit_ledger
+
+EXECUTIONS = 6
+
+
+def worker_children(service: ServerProcess) -> list[int]:
+    """PIDs of the service's worker processes (its children running the module)."""
+    assert service.process is not None
+    pid = service.process.pid
+    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    found = []
+    for child in children:
+        cmdline = Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0")
+        if b"m3grpc.api.worker_processes" in cmdline:
+            found.append(int(child))
+    return found
+
+
+def answered_where(ledger: Path) -> tuple[str, str]:
+    """(PID of the MCP server process that asked, PID of the one the answer reached)."""
+    lines = ledger.read_text().splitlines()
+    assert len(lines) == 3 and lines[0].startswith("reserved crate"), lines
+    booked = lines[2]
+    asked = booked.split(" asked_by=")[1].split(" ")[0]
+    return asked, booked.split(" answered_in=")[1]
+
+
+def round_owners(database: Path) -> dict[str, str]:
+    """round_id -> the worker that owns it, read from the database."""
+    with sqlite3.connect(database) as conn:
+        rows = conn.execute("SELECT round_id, owner_id FROM m3_managed_input_rounds").fetchall()
+    return {round_id: owner for round_id, owner in rows}
+
+
+def test_two_processes_share_work_and_recover_a_dead_ones(tmp_path: Path) -> None:
+    database = tmp_path / "m3.sqlite"
+    config = resume_config(tmp_path, database, pool_size=1, processes=2)
+    service = ServerProcess(config, tmp_path / "server.log").start()
+    stubs = service.stubs()
+    try:
+        children = worker_children(service)
+        assert len(children) == 1, children
+        ledgers = [tmp_path / f"ledger-{i}.txt" for i in range(EXECUTIONS)]
+        executions = [submit_ledger(stubs, ledger) for ledger in ledgers]
+        rounds = [str(stubs.wait_pending(e).round_id) for e in executions]
+        owners = round_owners(database)
+        # One slot per process and six executions: both processes ran some.
+        assert len({owners[r] for r in rounds}) == 2, owners
+
+        os.kill(children[0], signal.SIGKILL)
+        # The dead process's rounds pass on (its lease expires) and are answered
+        # like the others: every execution succeeds, each operation ran once.
+        for round_id in rounds:
+            stubs.respond(round_id, f"answer-{round_id}")
+        moved: dict[str, set[bool]] = {}
+        for execution_id, round_id, ledger in zip(executions, rounds, ledgers, strict=True):
+            result = stubs.result(execution_id)
+            assert result.outcome == execution_pb2.EXECUTION_OUTCOME_SUCCEEDED, result
+            asked, answered = answered_where(ledger)
+            if asked != answered:
+                assert_resumed_once(result, ledger)
+            moved.setdefault(owners[round_id], set()).add(asked != answered)
+        # The survivor answered its own rounds in the sessions that asked; every
+        # round of the dead one was retried in a new session elsewhere.
+        assert sorted(moved.values(), key=sorted) == [{False}, {True}], moved
+    finally:
+        stubs.close()
+        assert service.terminate() == 0
