@@ -97,7 +97,18 @@ def test_every_typed_error_is_mapped() -> None:
         for cls in vars(errors).values()
         if isinstance(cls, type) and issubclass(cls, errors.M3Error)
     }
-    assert typed - {errors.M3Error} - {c for c in typed if c.__name__.startswith("_")} == mapped
+    # A service-side refinement of INTERNAL travels as INTERNAL (its own test below).
+    service_side = {errors.EncryptionKeyError}
+    private = {c for c in typed if c.__name__.startswith("_")}
+    assert typed - {errors.M3Error} - private - service_side == mapped
+
+
+def test_an_encryption_key_error_reaches_callers_as_internal() -> None:
+    error = errors.EncryptionKeyError("no key k2", metadata={"key_id": "k2"})
+    assert code_for(error) == grpc.StatusCode.INTERNAL
+    rebuilt = error_from_status(status_for(error))
+    assert type(rebuilt) is errors.InternalError
+    assert rebuilt.metadata == {"key_id": "k2"}
 
 
 @pytest.mark.parametrize(("error", "code", "detail"), CASES, ids=lambda c: type(c).__name__)
