@@ -11,8 +11,9 @@ or left pending after S, unless it became pending after S (then its live
 snapshot cursor resumes the rest of the same snapshot, even after a restart.
 
 `round_changed` events are internal: they are not sent but move the position.
-Live tailing wakes on every write this process commits and polls the log for
-writes of other replicas (the stream's own lifetime bounds the loop).
+Live tailing wakes on every write this process commits, and on PostgreSQL on
+every write other replicas commit (LISTEN/NOTIFY); it polls the log as a
+fallback (the stream's own lifetime bounds the loop).
 """
 
 from __future__ import annotations
@@ -152,8 +153,8 @@ class _Stream:
 
     async def _live(self, after: int, execution_id: str) -> AsyncIterator[WatchEvent]:
         while True:
-            # Registered before the reads: a commit of this process after them
-            # wakes the wait below at once (other replicas' writes: the poll).
+            # Registered before the reads: a commit after them (this process's,
+            # or a replica's that is heard) wakes the wait below at once.
             with self._runtime.events_waiter() as wake:
                 # Read the state before the events: a finish committed before this
                 # read is in the batch below, so ending the stream loses nothing.
@@ -188,7 +189,9 @@ class _Stream:
         waits: set[asyncio.Future[Any]] = {wake, shutdown}
         try:
             await asyncio.wait(
-                waits, timeout=self._poll_interval, return_when=asyncio.FIRST_COMPLETED
+                waits,
+                timeout=self._runtime.poll_interval(self._poll_interval),
+                return_when=asyncio.FIRST_COMPLETED,
             )
         finally:
             shutdown.cancel()

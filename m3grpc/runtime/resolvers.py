@@ -2,7 +2,8 @@
 
 `PlanInputResolver` answers from the spec's elicitation plan (human_input="fail").
 `ManagedInputResolver` stores a durable round, waits for a caller's response
-(woken in-process at once, or by polling for writes from other processes),
+(woken at once: in-process, or by another replica's NOTIFY on PostgreSQL;
+polling finds writes of other processes otherwise),
 and drives the round through delivery:
 
     create_round -> (caller) submit_responses -> start_delivery -> harness answers
@@ -411,7 +412,7 @@ class ManagedInputResolver:
                         f"round {round_id} left pending as {record.status.value}",
                         metadata={"round_id": round_id, "status": record.status.value},
                     )
-                timeout = self._poll_interval
+                timeout = self._notifier.poll_interval(self._poll_interval)
                 if pending.deadline is not None:
                     remaining = (pending.deadline - self._store.now()).total_seconds()
                     if remaining <= 0:

@@ -56,6 +56,9 @@ class WorkerSettings:
     lease_duration: timedelta = timedelta(seconds=30)
     # How often a waiting round re-reads the database for writes made elsewhere.
     poll_interval: float = 0.5
+    # The same while other replicas' changes are heard (PostgreSQL LISTEN/NOTIFY):
+    # polling is then only a fallback.
+    listening_poll_interval: float = 10.0
     # How often recovery looks for expired leases (default: the lease duration).
     recovery_interval: float | None = None
     # The deadline of a managed round whose spec sets no round_timeout; None: none.
@@ -141,6 +144,12 @@ class WorkerPool:
         task.cancel()
         return True
 
+    def cancel_requested(self, execution_id: str) -> None:
+        """Another replica stored a cancel request: act on it now, as the next lease
+        renewal would (unless the execution is stopping already)."""
+        if execution_id not in self._stop_reasons:
+            self.cancel(execution_id)
+
     async def stop(self, grace: float) -> None:
         """Stop claiming; hand every execution whose round can pass to another
         worker on at once (it waits for a human, and the next worker to claim it
@@ -217,7 +226,9 @@ class WorkerPool:
                 task = asyncio.create_task(self._run(claimed), name=claimed.execution_id)
                 self._running[claimed.execution_id] = task
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self._settings.poll_interval)
+                await asyncio.wait_for(
+                    self._wake.wait(), self._notifier.poll_interval(self._settings.poll_interval)
+                )
 
     async def _recovery_loop(self) -> None:
         interval = self._settings.recovery_interval or self._settings.lease_duration.total_seconds()

@@ -28,6 +28,13 @@ from m3grpc.errors import (
     ManagedInputRecoveryError,
     RoundNotFoundError,
 )
+from m3grpc.storage.changes import (
+    CANCEL_REQUESTED,
+    EXECUTION_QUEUED,
+    Change,
+    ChangeListener,
+    announce,
+)
 from m3grpc.storage.clock import Clock, checked_clock, read_clock
 from m3grpc.storage.engine import (
     SQLiteSynchronous,
@@ -150,6 +157,15 @@ class SqlExecutionStore:
     def remove_commit_listener(self, listener: Callable[[], None]) -> None:
         remove_commit_listener(self._engine, listener)
 
+    def change_listener(
+        self, on_change: Callable[[Change], None], on_live: Callable[[bool], None]
+    ) -> ChangeListener | None:
+        """A listener for the changes every process commits (not started), or None
+        where the database cannot notify other processes (SQLite)."""
+        if self.dialect != "postgresql":
+            return None
+        return ChangeListener(self._engine, on_change, on_live)
+
     @property
     def dialect(self) -> str:
         return self._engine.dialect.name
@@ -217,6 +233,8 @@ class SqlExecutionStore:
                     updated_at=now,
                 )
             )
+            # Idle workers of other replicas claim it now rather than at their next poll.
+            announce(conn, Change(EXECUTION_QUEUED, execution_id))
             return CreatedExecution(_state(self._load(conn, execution_id)), created=True)
 
     def trace_context(self, execution_id: str) -> dict[str, str]:
@@ -326,7 +344,7 @@ class SqlExecutionStore:
         nothing changed, otherwise (the worker then finishes it as before)."""
         with write_transaction(self._engine) as conn:
             _row, now = self._guard(conn, execution_id, lease)
-            return release_execution(conn, execution_id, now=now, lease=lease)
+            return self._release(conn, execution_id, now=now, lease=lease)
 
     def release_expired(self, execution_id: str) -> bool:
         """Recovery's first choice for an execution whose worker's lease expired:
@@ -343,7 +361,16 @@ class SqlExecutionStore:
                     "the execution's worker still holds a live lease",
                     metadata={"execution_id": execution_id},
                 )
-            return release_execution(conn, execution_id, now=now, lease=None)
+            return self._release(conn, execution_id, now=now, lease=None)
+
+    @staticmethod
+    def _release(
+        conn: Connection, execution_id: str, *, now: datetime, lease: ManagedInputLease | None
+    ) -> bool:
+        released = release_execution(conn, execution_id, now=now, lease=lease)
+        if released:  # claimable again: wake the other replicas' workers
+            announce(conn, Change(EXECUTION_QUEUED, execution_id))
+        return released
 
     def renew_execution(
         self, execution_id: str, lease: ManagedInputLease, *, lease_duration: timedelta
@@ -515,6 +542,8 @@ class SqlExecutionStore:
                     .where(executions.c.execution_id == execution_id)
                     .values(cancel_requested=True, updated_at=now)
                 )
+                # The replica running it cancels at once, not at its next renewal.
+                announce(conn, Change(CANCEL_REQUESTED, execution_id))
             return _state(self._load(conn, execution_id))
 
     # -- recovery ---------------------------------------------------------------
