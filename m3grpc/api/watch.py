@@ -19,6 +19,7 @@ fallback (the stream's own lifetime bounds the loop).
 from __future__ import annotations
 
 import asyncio
+from collections import OrderedDict
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -29,6 +30,8 @@ from m3grpc.wire import events
 from m3grpc.wire.gen.m3.v1 import execution_service_pb2
 
 _PAGE = 500
+# Pending rounds recently sent, shared by every stream of the process.
+_RECENT_ROUNDS = 4096
 WatchEvent = execution_service_pb2.WatchPendingResponse
 
 
@@ -43,6 +46,7 @@ class PendingWatch:
         self._shutdown = shutdown
         # Open WatchPending streams of this process (a metrics gauge).
         self.active = 0
+        self._rounds = RecentRounds(_RECENT_ROUNDS)
 
     async def stream(
         self, execution_id: str, token: str, principal: str | None = None
@@ -50,11 +54,35 @@ class PendingWatch:
         """`principal`: only that principal's executions (None: every execution)."""
         self.active += 1
         try:
-            stream = _Stream(self._runtime, self._poll_interval, self._shutdown, principal)
+            stream = _Stream(
+                self._runtime, self._poll_interval, self._shutdown, principal, self._rounds
+            )
             async for event in stream.run(execution_id, token):
                 yield event
         finally:
             self.active -= 1
+
+
+class RecentRounds:
+    """Rounds read for `round_pending` events, by round ID, the latest `size` kept.
+
+    Every stream that reaches a round's `round_pending` event sends the same message:
+    what it says of a round (its IDs, operation, requests, creation, deadline) never
+    changes. So N subscribers read the round once, not N times (events are read per
+    principal first, so a stream only looks up rounds it may see)."""
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._records: OrderedDict[str, ManagedInputRecord] = OrderedDict()
+
+    async def get(self, runtime: Runtime, round_id: str) -> ManagedInputRecord:
+        record = self._records.get(round_id)
+        if record is None:
+            record = await runtime.get_round(round_id)
+            self._records[round_id] = record
+            if len(self._records) > self._size:
+                self._records.popitem(last=False)
+        return record
 
 
 class _Stream:
@@ -66,11 +94,13 @@ class _Stream:
         poll_interval: float,
         shutdown: asyncio.Event,
         principal: str | None,
+        rounds: RecentRounds,
     ) -> None:
         self._runtime = runtime
         self._poll_interval = poll_interval
         self._shutdown = shutdown
         self._principal = principal
+        self._rounds = rounds
 
     async def run(self, execution_id: str, token: str) -> AsyncIterator[WatchEvent]:
         if execution_id:
@@ -201,7 +231,7 @@ class _Stream:
     async def _message(self, event: StoredEvent, position: Cursor) -> WatchEvent | None:
         token = cursor_token(position)
         if event.kind is EventKind.ROUND_PENDING and event.round_id is not None:
-            record = await self._runtime.get_round(event.round_id)
+            record = await self._rounds.get(self._runtime, event.round_id)
             return events.round_pending_message(token, record)
         if event.kind is EventKind.ROUND_LEFT_PENDING and event.round_id is not None:
             return events.round_left_pending_message(

@@ -35,6 +35,7 @@ from m3grpc.runtime.limits import (
 )
 from m3grpc.runtime.notifier import EVENTS_KEY, Notifier, pending_key, wait_for
 from m3grpc.runtime.replica_wakes import ReplicaWakes
+from m3grpc.runtime.shared_poll import SAFETY_REREAD_SECONDS, SharedPoll
 from m3grpc.runtime.submission import spec_document, validate_submission
 from m3grpc.runtime.worker import WorkerPool, WorkerSettings
 from m3grpc.storage import (
@@ -82,6 +83,7 @@ class Runtime:
         self._pool: WorkerPool | None = None
         self._notifier: Notifier | None = None
         self._replica_wakes: ReplicaWakes | None = None
+        self._poll: SharedPoll | None = None
         # Lifecycle events (log lines, and the service's metrics as a listener).
         self.lifecycle = Lifecycle()
 
@@ -94,9 +96,12 @@ class Runtime:
         )
         # Every write this process commits may have appended events: wake watchers.
         self.store.add_commit_listener(self.notify_events)
+        self._poll = SharedPoll(self.store, self._notifier, self.settings.poll_interval)
+        self._poll.start()
         self._pool = WorkerPool(
             self.store,
             self._notifier,
+            self._poll,
             self.harnesses,
             self.settings,
             self._env,
@@ -117,6 +122,8 @@ class Runtime:
             await self._pool.stop(grace)
         if self._replica_wakes is not None:
             await self._replica_wakes.stop()
+        if self._poll is not None:
+            await self._poll.stop()
         self.store.remove_commit_listener(self.notify_events)
 
     @property
@@ -215,13 +222,21 @@ class Runtime:
         """Wait for the terminal result; ResultWaitTimeout if `timeout` runs out first."""
         execution_id = _execution_id(execution_id)
         deadline = None if timeout is None else time.monotonic() + timeout
+        assert self._poll is not None, "the runtime is not started"
+        with self._poll.execution(execution_id):
+            return await self._await_result(execution_id, timeout, deadline)
+
+    async def _await_result(
+        self, execution_id: str, timeout: float | None, deadline: float | None
+    ) -> ExecutionResult:
         while True:
             wake = self.notifier.register(execution_id)
             try:
                 result = await asyncio.to_thread(self.store.get_result, execution_id)
                 if result is not None:
                     return result
-                wait = self.poll_interval(self.settings.poll_interval)
+                # Woken by the finish (this process's, a heard replica's, or the shared poll).
+                wait = SAFETY_REREAD_SECONDS
                 if deadline is not None:
                     remaining = deadline - time.monotonic()
                     if remaining <= 0:

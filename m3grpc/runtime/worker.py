@@ -38,6 +38,7 @@ from m3grpc.runtime.limits import Limits, bounded_result
 from m3grpc.runtime.notifier import Notifier
 from m3grpc.runtime.recovery import recover_expired
 from m3grpc.runtime.resolvers import ManagedInputResolver, PlanInputResolver
+from m3grpc.runtime.shared_poll import SharedPoll
 from m3grpc.runtime.submission import parse_spec
 from m3grpc.servers import ServerBinding, StdioServer
 from m3grpc.specs import AgentSpec, OperationSpec, ScriptStep
@@ -70,6 +71,7 @@ class WorkerPool:
         self,
         store: SqlExecutionStore,
         notifier: Notifier,
+        poll: SharedPoll,
         harnesses: Mapping[str, Harness],
         settings: WorkerSettings,
         env: Mapping[str, str],
@@ -80,6 +82,7 @@ class WorkerPool:
         self.owner_id = f"worker-{uuid.uuid4().hex[:12]}"
         self._store = store
         self._notifier = notifier
+        self._poll = poll
         self._harnesses = dict(harnesses)
         self._settings = settings
         self._env = dict(env)
@@ -512,7 +515,7 @@ class WorkerPool:
             round_timeout=(
                 timedelta(seconds=timeout) if timeout else self._settings.default_round_timeout
             ),
-            poll_interval=self._settings.poll_interval,
+            poll=self._poll,
             slot=_Slot(self, execution_id),
             resumed=resumed,
             lifecycle=self.lifecycle,

@@ -13,7 +13,7 @@ import os
 import shutil
 import tempfile
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -70,6 +70,7 @@ from m3grpc.types import (
     ExecutionStatus,
     HumanInput,
     ManagedInputLease,
+    ManagedInputStatus,
     OperationResult,
 )
 
@@ -262,6 +263,34 @@ class SqlExecutionStore:
                 sa.select(rounds.c.status, sa.func.count()).group_by(rounds.c.status)
             ).all()
         return {str(status): int(count) for status, count in rows}
+
+    def settled(
+        self, round_ids: Collection[str], execution_ids: Collection[str]
+    ) -> tuple[set[str], set[str]]:
+        """Of `round_ids`, those no longer pending; of `execution_ids`, those finished.
+        One read for every waiter of a process (m3grpc/runtime/shared_poll.py)."""
+        left: set[str] = set()
+        finished: set[str] = set()
+        with read_transaction(self._engine) as conn:
+            for chunk in _chunks(round_ids):
+                left.update(
+                    conn.execute(
+                        sa.select(rounds.c.round_id).where(
+                            rounds.c.round_id.in_(chunk),
+                            rounds.c.status != ManagedInputStatus.PENDING.value,
+                        )
+                    ).scalars()
+                )
+            for chunk in _chunks(execution_ids):
+                finished.update(
+                    conn.execute(
+                        sa.select(executions.c.execution_id).where(
+                            executions.c.execution_id.in_(chunk),
+                            executions.c.lifecycle == ExecutionStatus.FINISHED.value,
+                        )
+                    ).scalars()
+                )
+        return left, finished
 
     def ping(self) -> None:
         """One trivial query: raises if the database cannot be reached. For SQLite,
@@ -692,6 +721,13 @@ class EphemeralExecutionStore(SqlExecutionStore):
     def close(self) -> None:
         super().close()
         shutil.rmtree(self._directory, ignore_errors=True)
+
+
+def _chunks(ids: Collection[str], size: int = 500) -> Iterator[list[str]]:
+    """`ids` in lists of at most `size` (bound parameters per statement stay few)."""
+    listed = list(ids)
+    for start in range(0, len(listed), size):
+        yield listed[start : start + size]
 
 
 def _state(row: Row[Any]) -> ExecutionState:
