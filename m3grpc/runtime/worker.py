@@ -96,6 +96,9 @@ class WorkerPool:
         self._resuming = 0
         self._slot_freed = asyncio.Event()
         self._stop_reasons: dict[str, tuple[ExecutionOutcome, str, str]] = {}
+        # Executions whose task was cancelled: a second cancel would cut its cleanup
+        # (a Cancel call and the same request heard back by NOTIFY, in either order).
+        self._cancelled: set[str] = set()
         self._wake = asyncio.Event()
         self._loops: list[asyncio.Task[None]] = []
         self._stopping = False
@@ -144,7 +147,9 @@ class WorkerPool:
         self._stop_reasons.setdefault(
             execution_id, (ExecutionOutcome.CANCELLED, "cancelled", "the execution was cancelled")
         )
-        task.cancel()
+        if execution_id not in self._cancelled:
+            self._cancelled.add(execution_id)
+            task.cancel()
         return True
 
     def cancel_requested(self, execution_id: str) -> None:
@@ -176,6 +181,7 @@ class WorkerPool:
                     _RELEASED,
                     "the service shut down before the execution finished",
                 )
+                self._cancelled.add(execution_id)
                 task.cancel()
         try:
             await self._stop_running(grace)
@@ -388,6 +394,7 @@ class WorkerPool:
             self._leases.pop(execution_id, None)
             self._waiting.discard(execution_id)
             self._stop_reasons.pop(execution_id, None)
+            self._cancelled.discard(execution_id)
             self._notifier.notify(execution_id)
             self._freed()
 
