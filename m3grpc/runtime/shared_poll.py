@@ -18,7 +18,7 @@ import logging
 from collections import Counter
 from collections.abc import Iterator
 
-from m3grpc.runtime.notifier import Notifier, wait_for
+from m3grpc.runtime.notifier import Notifier
 from m3grpc.storage import SqlExecutionStore
 
 log = logging.getLogger(__name__)
@@ -36,11 +36,13 @@ class SharedPoll:
         self._rounds: Counter[str] = Counter()
         self._executions: Counter[str] = Counter()
         self._task: asyncio.Task[None] | None = None
+        self._stopping = False
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._loop(), name="m3-shared-poll")
 
     async def stop(self) -> None:
+        self._stopping = True
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -69,11 +71,13 @@ class SharedPoll:
 
     async def _loop(self) -> None:
         failing = False
-        while True:
+        while not self._stopping:
             # wake_all (e.g. the listener went down or up) polls now, then at the new interval.
             wake = self._notifier.register(_POLL_KEY)
             try:
-                await wait_for(wake, self._notifier.poll_interval(self._interval))
+                # asyncio.wait, not wait_for: on 3.11 wait_for can swallow a cancel
+                # that arrives together with the wake-up, and stop() would wait forever.
+                await asyncio.wait({wake}, timeout=self._notifier.poll_interval(self._interval))
             finally:
                 self._notifier.unregister(_POLL_KEY, wake)
             try:
