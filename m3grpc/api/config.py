@@ -13,6 +13,7 @@
     pool_size = 4                     # executions run at once in this process
     processes = 1                     # worker processes on the database, the service's included
     poll_interval_seconds = 0.5
+    listening_poll_interval_seconds = 10.0   # PostgreSQL: the fallback poll while NOTIFY is heard
     lease_seconds = 30.0
     queue_capacity = 256              # omit for no limit
     # A managed round's deadline when its spec sets no round_timeout, and the
@@ -137,6 +138,12 @@ class Workers(_Section):
         gt=0,
         description="How often workers poll the queue and responses for writes of other replicas.",
     )
+    listening_poll_interval_seconds: float = Field(
+        default=10.0,
+        gt=0,
+        description="PostgreSQL: while this replica hears the others' changes (LISTEN/NOTIFY), "
+        "waits (workers, results, WatchPending) poll only this often, as a fallback.",
+    )
     lease_seconds: float = Field(
         default=30.0,
         gt=0,
@@ -174,6 +181,7 @@ class Workers(_Section):
             concurrency=self.pool_size,
             lease_duration=timedelta(seconds=self.lease_seconds),
             poll_interval=self.poll_interval_seconds,
+            listening_poll_interval=self.listening_poll_interval_seconds,
             default_round_timeout=timedelta(seconds=default) if default else None,
         )
 

@@ -11,13 +11,15 @@ or left pending after S, unless it became pending after S (then its live
 snapshot cursor resumes the rest of the same snapshot, even after a restart.
 
 `round_changed` events are internal: they are not sent but move the position.
-Live tailing wakes on every write this process commits and polls the log for
-writes of other replicas (the stream's own lifetime bounds the loop).
+Live tailing wakes on every write this process commits, and on PostgreSQL on
+every write other replicas commit (LISTEN/NOTIFY); it polls the log as a
+fallback (the stream's own lifetime bounds the loop).
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections import OrderedDict
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -28,6 +30,8 @@ from m3grpc.wire import events
 from m3grpc.wire.gen.m3.v1 import execution_service_pb2
 
 _PAGE = 500
+# Pending rounds recently sent, shared by every stream of the process.
+_RECENT_ROUNDS = 4096
 WatchEvent = execution_service_pb2.WatchPendingResponse
 
 
@@ -42,6 +46,7 @@ class PendingWatch:
         self._shutdown = shutdown
         # Open WatchPending streams of this process (a metrics gauge).
         self.active = 0
+        self._rounds = RecentRounds(_RECENT_ROUNDS)
 
     async def stream(
         self, execution_id: str, token: str, principal: str | None = None
@@ -49,11 +54,35 @@ class PendingWatch:
         """`principal`: only that principal's executions (None: every execution)."""
         self.active += 1
         try:
-            stream = _Stream(self._runtime, self._poll_interval, self._shutdown, principal)
+            stream = _Stream(
+                self._runtime, self._poll_interval, self._shutdown, principal, self._rounds
+            )
             async for event in stream.run(execution_id, token):
                 yield event
         finally:
             self.active -= 1
+
+
+class RecentRounds:
+    """Rounds read for `round_pending` events, by round ID, the latest `size` kept.
+
+    Every stream that reaches a round's `round_pending` event sends the same message:
+    what it says of a round (its IDs, operation, requests, creation, deadline) never
+    changes. So N subscribers read the round once, not N times (events are read per
+    principal first, so a stream only looks up rounds it may see)."""
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._records: OrderedDict[str, ManagedInputRecord] = OrderedDict()
+
+    async def get(self, runtime: Runtime, round_id: str) -> ManagedInputRecord:
+        record = self._records.get(round_id)
+        if record is None:
+            record = await runtime.get_round(round_id)
+            self._records[round_id] = record
+            if len(self._records) > self._size:
+                self._records.popitem(last=False)
+        return record
 
 
 class _Stream:
@@ -65,11 +94,13 @@ class _Stream:
         poll_interval: float,
         shutdown: asyncio.Event,
         principal: str | None,
+        rounds: RecentRounds,
     ) -> None:
         self._runtime = runtime
         self._poll_interval = poll_interval
         self._shutdown = shutdown
         self._principal = principal
+        self._rounds = rounds
 
     async def run(self, execution_id: str, token: str) -> AsyncIterator[WatchEvent]:
         if execution_id:
@@ -152,8 +183,8 @@ class _Stream:
 
     async def _live(self, after: int, execution_id: str) -> AsyncIterator[WatchEvent]:
         while True:
-            # Registered before the reads: a commit of this process after them
-            # wakes the wait below at once (other replicas' writes: the poll).
+            # Registered before the reads: a commit after them (this process's,
+            # or a replica's that is heard) wakes the wait below at once.
             with self._runtime.events_waiter() as wake:
                 # Read the state before the events: a finish committed before this
                 # read is in the batch below, so ending the stream loses nothing.
@@ -188,7 +219,9 @@ class _Stream:
         waits: set[asyncio.Future[Any]] = {wake, shutdown}
         try:
             await asyncio.wait(
-                waits, timeout=self._poll_interval, return_when=asyncio.FIRST_COMPLETED
+                waits,
+                timeout=self._runtime.poll_interval(self._poll_interval),
+                return_when=asyncio.FIRST_COMPLETED,
             )
         finally:
             shutdown.cancel()
@@ -198,7 +231,7 @@ class _Stream:
     async def _message(self, event: StoredEvent, position: Cursor) -> WatchEvent | None:
         token = cursor_token(position)
         if event.kind is EventKind.ROUND_PENDING and event.round_id is not None:
-            record = await self._runtime.get_round(event.round_id)
+            record = await self._rounds.get(self._runtime, event.round_id)
             return events.round_pending_message(token, record)
         if event.kind is EventKind.ROUND_LEFT_PENDING and event.round_id is not None:
             return events.round_left_pending_message(

@@ -1,7 +1,8 @@
 """The runtime facade: what the embedded kit and the gRPC api call.
 
-It owns the worker pool and the in-process notifier on one event loop. Every
-store call runs in a worker thread so the loop never blocks on SQL.
+It owns the worker pool and the notifier on one event loop (on PostgreSQL the
+notifier also hears other replicas' changes: m3grpc/runtime/replica_wakes.py).
+Every store call runs in a worker thread so the loop never blocks on SQL.
 """
 
 from __future__ import annotations
@@ -32,8 +33,10 @@ from m3grpc.runtime.limits import (
     id_violations,
     response_violations,
 )
-from m3grpc.runtime.notifier import Notifier, pending_key, wait_for
+from m3grpc.runtime.notifier import EVENTS_KEY, Notifier, pending_key, wait_for
 from m3grpc.runtime.offload import offload
+from m3grpc.runtime.replica_wakes import ReplicaWakes
+from m3grpc.runtime.shared_poll import SAFETY_REREAD_SECONDS, SharedPoll
 from m3grpc.runtime.submission import spec_document, validate_submission
 from m3grpc.runtime.worker import WorkerPool, WorkerSettings
 from m3grpc.storage import (
@@ -52,9 +55,6 @@ from m3grpc.types import (
     ManagedInputRecord,
     ManagedInputStatus,
 )
-
-# The notifier key woken after every committed write of this process.
-EVENTS_KEY = "m3:events"
 
 
 def default_harnesses(*, codex: CodexSettings | None = None) -> dict[str, Harness]:
@@ -83,18 +83,26 @@ class Runtime:
         self._queue_capacity = queue_capacity
         self._pool: WorkerPool | None = None
         self._notifier: Notifier | None = None
+        self._replica_wakes: ReplicaWakes | None = None
+        self._poll: SharedPoll | None = None
         # Lifecycle events (log lines, and the service's metrics as a listener).
         self.lifecycle = Lifecycle()
 
     # -- lifecycle ------------------------------------------------------------------
 
     async def start(self) -> None:
-        self._notifier = Notifier(asyncio.get_running_loop())
+        self._notifier = Notifier(
+            asyncio.get_running_loop(),
+            listening_poll_interval=self.settings.listening_poll_interval,
+        )
         # Every write this process commits may have appended events: wake watchers.
         self.store.add_commit_listener(self.notify_events)
+        self._poll = SharedPoll(self.store, self._notifier, self.settings.poll_interval)
+        self._poll.start()
         self._pool = WorkerPool(
             self.store,
             self._notifier,
+            self._poll,
             self.harnesses,
             self.settings,
             self._env,
@@ -102,10 +110,21 @@ class Runtime:
             self.lifecycle,
         )
         await self._pool.start()
+        self._replica_wakes = ReplicaWakes(
+            self.store,
+            self._notifier,
+            on_queued=self._pool.wake,
+            on_cancel=self._pool.cancel_requested,
+        )
+        self._replica_wakes.start()
 
     async def stop(self, grace: float = 10.0) -> None:
         if self._pool is not None:
             await self._pool.stop(grace)
+        if self._replica_wakes is not None:
+            await self._replica_wakes.stop()
+        if self._poll is not None:
+            await self._poll.stop()
         self.store.remove_commit_listener(self.notify_events)
 
     @property
@@ -115,6 +134,11 @@ class Runtime:
         return self._notifier
 
     # -- health and gauges (read by the service's health check and metrics) ----------
+
+    def poll_interval(self, base: float) -> float:
+        """How long a wait may go without re-reading the database, for a waiter whose
+        own polling interval is `base`: longer while other replicas' changes are heard."""
+        return self.notifier.poll_interval(base)
 
     @property
     def workers_alive(self) -> bool:
@@ -199,13 +223,21 @@ class Runtime:
         """Wait for the terminal result; ResultWaitTimeout if `timeout` runs out first."""
         execution_id = _execution_id(execution_id)
         deadline = None if timeout is None else time.monotonic() + timeout
+        assert self._poll is not None, "the runtime is not started"
+        with self._poll.execution(execution_id):
+            return await self._await_result(execution_id, timeout, deadline)
+
+    async def _await_result(
+        self, execution_id: str, timeout: float | None, deadline: float | None
+    ) -> ExecutionResult:
         while True:
             wake = self.notifier.register(execution_id)
             try:
                 result = await offload(self.store.get_result, execution_id)
                 if result is not None:
                     return result
-                wait = self.settings.poll_interval
+                # Woken by the finish (this process's, a heard replica's, or the shared poll).
+                wait = SAFETY_REREAD_SECONDS
                 if deadline is not None:
                     remaining = deadline - time.monotonic()
                     if remaining <= 0:
@@ -267,7 +299,7 @@ class Runtime:
                     return record
                 if record is None and await self._finished(execution_id):
                     return None
-                wait = self.settings.poll_interval
+                wait = self.poll_interval(self.settings.poll_interval)
                 if deadline is not None:
                     remaining = deadline - time.monotonic()
                     if remaining <= 0:
@@ -404,9 +436,10 @@ class Runtime:
 
     @contextlib.contextmanager
     def events_waiter(self) -> Iterator[asyncio.Future[None]]:
-        """A future resolved by the next write this process commits. Register it
-        before reading the event log, so no commit slips between read and wait;
-        writes by other replicas are only seen by polling."""
+        """A future resolved by the next write this process commits (or another
+        replica's, when their changes are heard). Register it before reading the
+        event log, so no commit slips between read and wait; otherwise writes by
+        other replicas are seen by polling."""
         wake = self.notifier.register(EVENTS_KEY)
         try:
             yield wake

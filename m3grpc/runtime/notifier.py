@@ -1,8 +1,11 @@
-"""In-process wake-ups: a response commit wakes the worker waiting on its round at once.
+"""Wake-ups: a response commit wakes the worker waiting on its round at once.
 
 Waiters live on one event loop; `notify` may be called from any thread. A
 notification with no waiter is dropped, so waiters re-check the database after
-registering (and poll it as a fallback for writes made by other processes).
+registering, and poll it as a fallback for writes made by other processes:
+every `poll_interval(base)` seconds, `base` unless other processes' changes
+are heard too (PostgreSQL LISTEN/NOTIFY, m3grpc/runtime/replica_wakes.py),
+then at least `listening_poll_interval`.
 """
 
 from __future__ import annotations
@@ -10,16 +13,39 @@ from __future__ import annotations
 import asyncio
 from collections import defaultdict
 
+# The key woken after every committed write (this process's, and other
+# replicas' when their changes are heard): WatchPending's event log grew.
+EVENTS_KEY = "m3:events"
+
 
 def pending_key(execution_id: str) -> str:
-    """The key woken when this process stores a pending round of the execution."""
+    """The key woken when a pending round of the execution is stored."""
     return f"m3:pending:{execution_id}"
 
 
 class Notifier:
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, *, listening_poll_interval: float = 10.0
+    ) -> None:
         self._loop = loop
         self._waiters: defaultdict[str, set[asyncio.Future[None]]] = defaultdict(set)
+        self._listening_poll_interval = listening_poll_interval
+        # Other processes' changes are heard (a live LISTEN connection).
+        self.hears_other_processes = False
+
+    def poll_interval(self, base: float) -> float:
+        """How long a waiter may sleep before re-reading the database, given its
+        own polling interval `base`: longer while other processes' changes are heard."""
+        if self.hears_other_processes:
+            return max(base, self._listening_poll_interval)
+        return base
+
+    def set_hears_other_processes(self, live: bool) -> None:
+        """Record whether other processes' changes are heard; every waiter re-reads
+        now (changes may have gone unheard, and its polling interval changes). Call
+        on the loop's thread."""
+        self.hears_other_processes = live
+        self.wake_all()
 
     def register(self, key: str) -> asyncio.Future[None]:
         """A future resolved by the next notify(key). Call on the loop's thread."""
@@ -44,6 +70,11 @@ class Notifier:
             self._wake(key)
         elif not self._loop.is_closed():
             self._loop.call_soon_threadsafe(self._wake, key)
+
+    def wake_all(self) -> None:
+        """Wake every waiter of every key. Call on the loop's thread."""
+        for key in list(self._waiters):
+            self._wake(key)
 
     def _wake(self, key: str) -> None:
         for future in self._waiters.pop(key, ()):

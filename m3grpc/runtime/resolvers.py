@@ -2,7 +2,8 @@
 
 `PlanInputResolver` answers from the spec's elicitation plan (human_input="fail").
 `ManagedInputResolver` stores a durable round, waits for a caller's response
-(woken in-process at once, or by polling for writes from other processes),
+(woken at once: in-process, or by another replica's NOTIFY on PostgreSQL;
+polling finds writes of other processes otherwise),
 and drives the round through delivery:
 
     create_round -> (caller) submit_responses -> start_delivery -> harness answers
@@ -33,6 +34,7 @@ from m3grpc.runtime.lifecycle import Lifecycle
 from m3grpc.runtime.notifier import Notifier, pending_key, wait_for
 from m3grpc.runtime.offload import offload
 from m3grpc.runtime.outage import stored
+from m3grpc.runtime.shared_poll import SAFETY_REREAD_SECONDS, SharedPoll
 from m3grpc.specs import ElicitationPlan
 from m3grpc.storage import SqlExecutionStore
 from m3grpc.types import (
@@ -97,7 +99,7 @@ class ManagedInputResolver:
         lease: LeaseHolder,
         round_limit: int,
         round_timeout: timedelta | None,
-        poll_interval: float,
+        poll: SharedPoll,
         slot: WorkerSlot | None = None,
         resumed: ManagedInputRecord | None = None,
         lifecycle: Lifecycle | None = None,
@@ -114,7 +116,7 @@ class ManagedInputResolver:
         self._lease = lease
         self._round_limit = round_limit
         self._round_timeout = round_timeout
-        self._poll_interval = poll_interval
+        self._poll = poll
         # Rounds answered and handed to the harness, per logical operation.
         self._delivering: dict[str, str] = {}
         # Those of them the server has been sent (legacy: no later receipt exists).
@@ -399,6 +401,12 @@ class ManagedInputResolver:
     async def _wait_for_response(
         self, pending: PendingElicitationRound
     ) -> Mapping[str, ElicitationResponse]:
+        with self._poll.round(pending.round_id):
+            return await self._await_response(pending)
+
+    async def _await_response(
+        self, pending: PendingElicitationRound
+    ) -> Mapping[str, ElicitationResponse]:
         round_id = pending.round_id
         while True:
             wake = self._notifier.register(round_id)
@@ -412,7 +420,9 @@ class ManagedInputResolver:
                         f"round {round_id} left pending as {record.status.value}",
                         metadata={"round_id": round_id, "status": record.status.value},
                     )
-                timeout = self._poll_interval
+                # Woken by the answer: this process's Respond, a heard replica's,
+                # or the shared poll (m3grpc/runtime/shared_poll.py).
+                timeout = SAFETY_REREAD_SECONDS
                 if pending.deadline is not None:
                     remaining = (pending.deadline - self._store.now()).total_seconds()
                     if remaining <= 0:

@@ -40,6 +40,7 @@ from m3grpc.runtime.offload import offload
 from m3grpc.runtime.outage import stored
 from m3grpc.runtime.recovery import recover_expired
 from m3grpc.runtime.resolvers import ManagedInputResolver, PlanInputResolver
+from m3grpc.runtime.shared_poll import SharedPoll
 from m3grpc.runtime.submission import parse_spec
 from m3grpc.servers import ServerBinding, StdioServer
 from m3grpc.specs import AgentSpec, OperationSpec, ScriptStep
@@ -58,6 +59,9 @@ class WorkerSettings:
     lease_duration: timedelta = timedelta(seconds=30)
     # How often a waiting round re-reads the database for writes made elsewhere.
     poll_interval: float = 0.5
+    # The same while other replicas' changes are heard (PostgreSQL LISTEN/NOTIFY):
+    # polling is then only a fallback.
+    listening_poll_interval: float = 10.0
     # How often recovery looks for expired leases (default: the lease duration).
     recovery_interval: float | None = None
     # The deadline of a managed round whose spec sets no round_timeout; None: none.
@@ -69,6 +73,7 @@ class WorkerPool:
         self,
         store: SqlExecutionStore,
         notifier: Notifier,
+        poll: SharedPoll,
         harnesses: Mapping[str, Harness],
         settings: WorkerSettings,
         env: Mapping[str, str],
@@ -79,6 +84,7 @@ class WorkerPool:
         self.owner_id = f"worker-{uuid.uuid4().hex[:12]}"
         self._store = store
         self._notifier = notifier
+        self._poll = poll
         self._harnesses = dict(harnesses)
         self._settings = settings
         self._env = dict(env)
@@ -92,6 +98,9 @@ class WorkerPool:
         self._resuming = 0
         self._slot_freed = asyncio.Event()
         self._stop_reasons: dict[str, tuple[ExecutionOutcome, str, str]] = {}
+        # Executions whose task was cancelled: a second cancel would cut its cleanup
+        # (a Cancel call and the same request heard back by NOTIFY, in either order).
+        self._cancelled: set[str] = set()
         self._wake = asyncio.Event()
         self._loops: list[asyncio.Task[None]] = []
         self._stopping = False
@@ -140,8 +149,16 @@ class WorkerPool:
         self._stop_reasons.setdefault(
             execution_id, (ExecutionOutcome.CANCELLED, "cancelled", "the execution was cancelled")
         )
-        task.cancel()
+        if execution_id not in self._cancelled:
+            self._cancelled.add(execution_id)
+            task.cancel()
         return True
+
+    def cancel_requested(self, execution_id: str) -> None:
+        """Another replica stored a cancel request: act on it now, as the next lease
+        renewal would (unless the execution is stopping already)."""
+        if execution_id not in self._stop_reasons:
+            self.cancel(execution_id)
 
     async def stop(self, grace: float) -> None:
         """Stop claiming; hand every execution whose round can pass to another
@@ -166,6 +183,7 @@ class WorkerPool:
                     _RELEASED,
                     "the service shut down before the execution finished",
                 )
+                self._cancelled.add(execution_id)
                 task.cancel()
         try:
             await self._stop_running(grace)
@@ -219,7 +237,9 @@ class WorkerPool:
                 task = asyncio.create_task(self._run(claimed), name=claimed.execution_id)
                 self._running[claimed.execution_id] = task
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self._settings.poll_interval)
+                await asyncio.wait_for(
+                    self._wake.wait(), self._notifier.poll_interval(self._settings.poll_interval)
+                )
 
     async def _recovery_loop(self) -> None:
         interval = self._settings.recovery_interval or self._settings.lease_duration.total_seconds()
@@ -374,6 +394,7 @@ class WorkerPool:
             self._leases.pop(execution_id, None)
             self._waiting.discard(execution_id)
             self._stop_reasons.pop(execution_id, None)
+            self._cancelled.discard(execution_id)
             self._notifier.notify(execution_id)
             self._freed()
 
@@ -501,7 +522,7 @@ class WorkerPool:
             round_timeout=(
                 timedelta(seconds=timeout) if timeout else self._settings.default_round_timeout
             ),
-            poll_interval=self._settings.poll_interval,
+            poll=self._poll,
             slot=_Slot(self, execution_id),
             resumed=resumed,
             lifecycle=self.lifecycle,

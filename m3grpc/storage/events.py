@@ -9,6 +9,7 @@ from datetime import datetime
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from m3grpc.storage.changes import Change, announce
 from m3grpc.storage.schema import events, executions
 from m3grpc.storage.statements import INSERT_EVENT
 
@@ -48,7 +49,8 @@ def append_event(
     round_id: str | None = None,
     status: str | None = None,
 ) -> None:
-    """Append one event inside the caller's transaction."""
+    """Append one event inside the caller's transaction; other replicas hear of
+    it when the transaction commits (PostgreSQL NOTIFY, m3grpc.storage.changes)."""
     if conn.dialect.name == "postgresql":
         conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": _EVENT_LOCK_KEY})
     conn.execute(
@@ -61,6 +63,7 @@ def append_event(
             "created_at": created_at,
         },
     )
+    announce(conn, Change(kind.value, execution_id, round_id))
 
 
 def read_events(

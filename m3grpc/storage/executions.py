@@ -13,7 +13,7 @@ import os
 import shutil
 import tempfile
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -27,6 +27,13 @@ from m3grpc.errors import (
     ManagedInputConflict,
     ManagedInputRecoveryError,
     RoundNotFoundError,
+)
+from m3grpc.storage.changes import (
+    CANCEL_REQUESTED,
+    EXECUTION_QUEUED,
+    Change,
+    ChangeListener,
+    announce,
 )
 from m3grpc.storage.clock import Clock, checked_clock, read_clock
 from m3grpc.storage.encryption import ResponseCipher
@@ -65,6 +72,7 @@ from m3grpc.types import (
     ExecutionStatus,
     HumanInput,
     ManagedInputLease,
+    ManagedInputStatus,
     OperationResult,
 )
 
@@ -164,6 +172,15 @@ class SqlExecutionStore:
     def remove_commit_listener(self, listener: Callable[[], None]) -> None:
         remove_commit_listener(self._engine, listener)
 
+    def change_listener(
+        self, on_change: Callable[[Change], None], on_live: Callable[[bool], None]
+    ) -> ChangeListener | None:
+        """A listener for the changes every process commits (not started), or None
+        where the database cannot notify other processes (SQLite)."""
+        if self.dialect != "postgresql":
+            return None
+        return ChangeListener(self._engine, on_change, on_live)
+
     @property
     def dialect(self) -> str:
         return self._engine.dialect.name
@@ -231,6 +248,8 @@ class SqlExecutionStore:
                     updated_at=now,
                 )
             )
+            # Idle workers of other replicas claim it now rather than at their next poll.
+            announce(conn, Change(EXECUTION_QUEUED, execution_id))
             return CreatedExecution(_state(self._load(conn, execution_id)), created=True)
 
     def trace_context(self, execution_id: str) -> dict[str, str]:
@@ -258,6 +277,34 @@ class SqlExecutionStore:
                 sa.select(rounds.c.status, sa.func.count()).group_by(rounds.c.status)
             ).all()
         return {str(status): int(count) for status, count in rows}
+
+    def settled(
+        self, round_ids: Collection[str], execution_ids: Collection[str]
+    ) -> tuple[set[str], set[str]]:
+        """Of `round_ids`, those no longer pending; of `execution_ids`, those finished.
+        One read for every waiter of a process (m3grpc/runtime/shared_poll.py)."""
+        left: set[str] = set()
+        finished: set[str] = set()
+        with read_transaction(self._engine) as conn:
+            for chunk in _chunks(round_ids):
+                left.update(
+                    conn.execute(
+                        sa.select(rounds.c.round_id).where(
+                            rounds.c.round_id.in_(chunk),
+                            rounds.c.status != ManagedInputStatus.PENDING.value,
+                        )
+                    ).scalars()
+                )
+            for chunk in _chunks(execution_ids):
+                finished.update(
+                    conn.execute(
+                        sa.select(executions.c.execution_id).where(
+                            executions.c.execution_id.in_(chunk),
+                            executions.c.lifecycle == ExecutionStatus.FINISHED.value,
+                        )
+                    ).scalars()
+                )
+        return left, finished
 
     def ping(self) -> None:
         """One trivial query: raises if the database cannot be reached. For SQLite,
@@ -340,7 +387,7 @@ class SqlExecutionStore:
         nothing changed, otherwise (the worker then finishes it as before)."""
         with write_transaction(self._engine) as conn:
             _row, now = self._guard(conn, execution_id, lease)
-            return release_execution(conn, execution_id, now=now, lease=lease)
+            return self._release(conn, execution_id, now=now, lease=lease)
 
     def release_expired(self, execution_id: str) -> bool:
         """Recovery's first choice for an execution whose worker's lease expired:
@@ -357,7 +404,16 @@ class SqlExecutionStore:
                     "the execution's worker still holds a live lease",
                     metadata={"execution_id": execution_id},
                 )
-            return release_execution(conn, execution_id, now=now, lease=None)
+            return self._release(conn, execution_id, now=now, lease=None)
+
+    @staticmethod
+    def _release(
+        conn: Connection, execution_id: str, *, now: datetime, lease: ManagedInputLease | None
+    ) -> bool:
+        released = release_execution(conn, execution_id, now=now, lease=lease)
+        if released:  # claimable again: wake the other replicas' workers
+            announce(conn, Change(EXECUTION_QUEUED, execution_id))
+        return released
 
     def renew_execution(
         self, execution_id: str, lease: ManagedInputLease, *, lease_duration: timedelta
@@ -529,6 +585,8 @@ class SqlExecutionStore:
                     .where(executions.c.execution_id == execution_id)
                     .values(cancel_requested=True, updated_at=now)
                 )
+                # The replica running it cancels at once, not at its next renewal.
+                announce(conn, Change(CANCEL_REQUESTED, execution_id))
             return _state(self._load(conn, execution_id))
 
     # -- recovery ---------------------------------------------------------------
@@ -677,6 +735,13 @@ class EphemeralExecutionStore(SqlExecutionStore):
     def close(self) -> None:
         super().close()
         shutil.rmtree(self._directory, ignore_errors=True)
+
+
+def _chunks(ids: Collection[str], size: int = 500) -> Iterator[list[str]]:
+    """`ids` in lists of at most `size` (bound parameters per statement stay few)."""
+    listed = list(ids)
+    for start in range(0, len(listed), size):
+        yield listed[start : start + size]
 
 
 def _state(row: Row[Any]) -> ExecutionState:

@@ -45,17 +45,21 @@ def write_config(
     queue_capacity: int | None = None,
     grace: float = 2.0,
     processes: int = 1,
+    poll_interval: float = 0.1,
+    listening_poll_interval: float | None = None,
 ) -> Path:
-    workers = [f"pool_size = {pool_size}", "poll_interval_seconds = 0.1"]
+    workers = [f"pool_size = {pool_size}", f"poll_interval_seconds = {poll_interval}"]
     if processes != 1:
         workers.append(f"processes = {processes}")
+    if listening_poll_interval is not None:
+        workers.append(f"listening_poll_interval_seconds = {listening_poll_interval}")
     workers.append(f"lease_seconds = {lease_seconds}")
     if queue_capacity is not None:
         workers.append(f"queue_capacity = {queue_capacity}")
     lines = [
         f"database = {json.dumps(str(database))}",
         f"shutdown_grace_seconds = {grace}",
-        "watch_poll_interval_seconds = 0.1",
+        f"watch_poll_interval_seconds = {poll_interval}",
         "[workers]",
         *workers,
     ]

@@ -24,6 +24,7 @@ from typing import Any
 
 import grpc
 import pytest
+import sqlalchemy as sa
 from google.rpc import error_details_pb2
 
 from m3grpc.wire.gen.m3.v1 import (
@@ -321,3 +322,102 @@ def test_resumable_round_of_a_killed_replica_is_answered_through_another(
     assert all(
         f"event=execution.released execution_id={execution_id}" in line for line in complaints
     ), complaints
+
+
+# -- 4. a replica hears the others' writes at once (LISTEN/NOTIFY) ---------------------------
+
+# Polling so rare that only a notification explains a prompt wake: every wait
+# below is bounded far below it (a functional bound, not a speed measurement).
+RARE_POLL = 120.0
+PROMPT = 30.0
+HEARING = "LISTEN m3_changes: hearing other processes' changes"
+
+
+def rare_polling(**options: Any) -> dict[str, Any]:
+    return {"poll_interval": RARE_POLL, "listening_poll_interval": RARE_POLL, **options}
+
+
+def wait_for_log(replicas: Replicas, name: str, text: str, count: int = 1) -> None:
+    """Until `text` appears `count` times in the replica's log (bounded)."""
+    log = replicas.tmp / f"{name}.log"
+    for _ in range(600):
+        if log.read_text().count(text) >= count:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"{text!r} x{count} not in {name}'s log")
+
+
+def respond_through_other_replica(owner: Stubs, other: Stubs) -> None:
+    """A round run by `owner`, answered through `other`: the owner resumes it at once."""
+    execution_id = owner.submit_managed()
+    round_id = owner.wait_pending(execution_id).round_id
+    started = time.monotonic()
+    answered = other.respond(round_id, f"address-{round_id}")
+    assert answered.status == elicitation_pb2.MANAGED_INPUT_STATUS_RESPONSE_VALIDATED
+    # Result through the answering replica: the owner's finish reaches it by NOTIFY too.
+    result = other.result(execution_id)
+    assert result.outcome == execution_pb2.EXECUTION_OUTCOME_SUCCEEDED, result
+    assert booked_text(result) == BOOKED
+    assert time.monotonic() - started < PROMPT
+
+
+def test_respond_through_one_replica_wakes_the_owner_at_once(replicas: Replicas) -> None:
+    owner, other = replicas.start(owner=rare_polling(pool_size=1), other=rare_polling(**IDLE))
+    for name in ("owner", "other"):
+        wait_for_log(replicas, name, HEARING)
+    respond_through_other_replica(owner, other)
+    assert replicas.complaints("owner") == replicas.complaints("other") == []
+
+
+def test_watch_on_one_replica_sees_a_round_created_on_another_at_once(
+    replicas: Replicas,
+) -> None:
+    _worker, front = replicas.start(worker=rare_polling(pool_size=1), front=rare_polling(**IDLE))
+    for name in ("worker", "front"):
+        wait_for_log(replicas, name, HEARING)
+    watch = Watcher(front)
+    # Submitted through the replica without workers: the worker replica hears the
+    # queued execution (its own claim loop polls only every RARE_POLL seconds).
+    started = time.monotonic()
+    execution_id = front.submit_managed()
+    (event,) = watch.take(1)
+    assert event[0] == "pending"
+    assert time.monotonic() - started < PROMPT
+    round_id = event[1]
+    assert get_round(front, round_id).execution_id == execution_id
+
+    front.respond(round_id, "watched")
+    assert watch.take_until(finished(execution_id, SUCCEEDED)) == [
+        ("left", round_id, "MANAGED_INPUT_STATUS_RESPONSE_VALIDATED"),
+        finished(execution_id, SUCCEEDED),
+    ]
+    assert time.monotonic() - started < 2 * PROMPT
+    watch.close()
+    assert replicas.complaints("worker") == replicas.complaints("front") == []
+
+
+def test_a_dropped_listener_reconnects_and_wakes_again(replicas: Replicas) -> None:
+    owner, other = replicas.start(owner=rare_polling(pool_size=1), other=rare_polling(**IDLE))
+    for name in ("owner", "other"):
+        wait_for_log(replicas, name, HEARING)
+    # Drop every replica's listening connection from the server side.
+    admin = sa.create_engine(replicas.database, isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as conn:
+            dropped = conn.execute(
+                sa.text(
+                    "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+                    " WHERE application_name = 'm3grpc-listen' AND datname = current_database()"
+                )
+            ).scalar_one()
+    finally:
+        admin.dispose()
+    assert dropped == 2
+    for name in ("owner", "other"):
+        wait_for_log(replicas, name, "LISTEN m3_changes: connection lost")
+        wait_for_log(replicas, name, HEARING, count=2)
+    respond_through_other_replica(owner, other)
+    # The lost connection is the only complaint.
+    for name in ("owner", "other"):
+        complaints = replicas.complaints(name)
+        assert len(complaints) == 1 and "connection lost" in complaints[0], complaints
