@@ -48,8 +48,9 @@ live service's log says so), these invariants are checked:
    exactly one PENDING round that no dead service owns (a held round of the
    live service, or a released resumable round); at the end every such round is
    answered and every execution must succeed (a live service owned it);
-5. WatchPending loses no event: one watcher reads the stream throughout; when
-   its service dies it reconnects (to a live one) with its last cursor; after a
+5. WatchPending loses no event: one watcher reads the stream throughout, from
+   the service about to be killed; when the stream breaks it reconnects (to a
+   live service) with its last cursor; after a
    barrier execution's finish it must have seen, in order and exactly once, the
    pending event of every round ListRounds returns, one left-pending event per
    round that left PENDING, and the finish of every finished execution.
@@ -186,6 +187,7 @@ class Report:
     acknowledged_final: Counter[str] = field(default_factory=Counter)
     orphans: Counter[str] = field(default_factory=Counter)
     outcomes: Counter[str] = field(default_factory=Counter)
+    finished_before_pausing: int = 0
     watch_events: int = 0
     watch_reconnects: int = 0
     violations: list[str] = field(default_factory=list)
@@ -203,6 +205,7 @@ class Report:
             "acknowledged_rounds_final_status": dict(self.acknowledged_final),
             "orphaned_rounds": dict(self.orphans),
             "execution_outcomes": dict(self.outcomes),
+            "finished_before_pausing": self.finished_before_pausing,
             "watch_events": self.watch_events,
             "watch_reconnects": self.watch_reconnects,
             "violations": self.violations,
@@ -320,13 +323,18 @@ class CursorWatch:
         if not alive:
             self.connect(fleet)
 
-    def connect(self, fleet: Fleet) -> None:
+    def follow(self, slot: str, fleet: Fleet) -> None:
+        """Read from `slot`'s service (the next victim: the kill cuts the stream)."""
+        if self.slot != slot:
+            self.connect(fleet, slot)
+
+    def connect(self, fleet: Fleet, slot: str = "") -> None:
         with self._lock:
             old, self._call = self._call, None
             cursor = self.cursor
         if old is not None:
             old.cancel()
-        self.slot = fleet.live[0]
+        self.slot = slot or fleet.live[0]
         request = execution_service_pb2.WatchPendingRequest(cursor=cursor)
         call = fleet.client(self.slot).executions.WatchPending(request)
         with self._lock:
@@ -410,30 +418,44 @@ class Campaign:
         self.barriers: set[str] = set()  # the WatchPending barrier executions
         self.watch = CursorWatch()
         self.answers = 0
+        self.started = time.monotonic()
 
     def violation(self, text: str) -> None:
         self.report.violations.append(text)
+        self.progress(f"VIOLATION {text}")
+
+    def progress(self, text: str) -> None:
+        """A line on stderr, for following a long run (no figure depends on it)."""
+        elapsed = time.monotonic() - self.started
+        print(
+            f"[crash {self.settings.backend} {elapsed:7.1f}s] {text}", file=sys.stderr, flush=True
+        )
 
     # -- the loop ----------------------------------------------------------------------
 
     def run(self) -> Report:
         self.watch.connect(self.fleet)
         try:
-            for point in self.schedule():
+            for number, point in enumerate(self.schedule(), 1):
                 self.replenish()
                 victim = self.rng.choice(self.fleet.live)
                 orphans = self.owned_by(victim)
                 self.report.points[point] += 1
                 logged = self.fleet.log_sizes()
+                self.progress(f"kill {number}: {point}, service {victim}, {len(orphans)} orphans")
+                self.watch.follow(victim, self.fleet)
                 self.strike(point, victim)
                 if self.settings.backend == "sqlite":
                     self.fleet.start(victim)  # PostgreSQL: the other replica takes over
                 self.settle(orphans, logged)
+                self.progress(f"kill {number}: recovered")
                 self.check(orphans)
                 self.retry_unknown()
                 if victim not in self.fleet.live:
                     self.fleet.start(victim)
+                self.progress(f"kill {number}: checked ({len(self.report.violations)} violations)")
             self.finish()
+            self.progress("finished")
         finally:
             self.watch.close()
             self.report.watch_events = len(self.watch.keys)
@@ -453,39 +475,55 @@ class Campaign:
         return [t for t in self.tracked.values() if not t.finished]
 
     def replenish(self) -> None:
-        """Submit executions until `executions` of them are paused on a PENDING round."""
+        """Submit executions until `executions` of them are paused on a PENDING round.
+        One that finishes before it pauses (its lease lapsed on a starved machine and
+        another replica recovered it: documented, not a crash) is counted, and replaced."""
         client = self.fleet.client()
-        for _ in range(self.settings.executions - len(self.open_executions())):
-            binding = self.rng.choice([HELD, RESUMABLE])
-            marker = self.settings.workdir / "markers" / f"{len(self.tracked)}"
-            step = execution_pb2.OperationStep(
-                kind=execution_pb2.OPERATION_KIND_TOOL, name=TOOLS[binding]
-            )
-            step.arguments.update({"marker": str(marker), "hold": self.settings.hold_seconds})
-            spec = execution_pb2.AgentSpec(
-                harness="scripted",
-                server=binding,
-                tools=[f"{binding}:{TOOLS[binding]}"],
-                prompt="Book a shipment.",
-                script=[step],
-            )
-            request = execution_service_pb2.SubmitRequest(
-                agent=spec, human_input=execution_pb2.HUMAN_INPUT_MANAGED
-            )
-            execution_id = client.executions.Submit(request, timeout=60).execution_id
-            self.tracked[execution_id] = Tracked(execution_id, binding, marker)
-            self.report.submitted += 1
-        waiting = [t for t in self.open_executions() if not t.round_id]
-        for _ in range(1200):
-            if not waiting:
-                return
-            request = elicitation_service_pb2.ListRoundsRequest(page_size=1000, statuses=[PENDING])
-            pending = {r.execution_id: r.round_id for r in all_rounds_filtered(client, request)}
-            for t in waiting:
-                t.round_id = pending.get(t.execution_id, "")
-            waiting = [t for t in waiting if not t.round_id]
-            time.sleep(0.1)
-        raise CampaignError(f"{len(waiting)} executions never paused: {waiting[:3]}")
+        for _ in range(100):
+            for _ in range(self.settings.executions - len(self.open_executions())):
+                self.submit(client)
+            waiting = [t for t in self.open_executions() if not t.round_id]
+            for attempt in range(1200):
+                if not waiting:
+                    return
+                request = elicitation_service_pb2.ListRoundsRequest(
+                    page_size=1000, statuses=[PENDING]
+                )
+                pending = {r.execution_id: r.round_id for r in all_rounds_filtered(client, request)}
+                for t in waiting:
+                    t.round_id = pending.get(t.execution_id, "")
+                    if not t.round_id and attempt % 20 == 19:
+                        t.finished = snapshot(client, t.execution_id).lifecycle == FINISHED
+                        self.report.finished_before_pausing += t.finished
+                lost = any(t.finished for t in waiting)
+                waiting = [t for t in waiting if not (t.round_id or t.finished)]
+                if lost:
+                    break  # submit replacements
+                time.sleep(0.1)
+            else:
+                raise CampaignError(f"{len(waiting)} executions never paused: {waiting[:3]}")
+        raise CampaignError("executions kept finishing before they paused")
+
+    def submit(self, client: Stubs) -> None:
+        binding = self.rng.choice([HELD, RESUMABLE])
+        marker = self.settings.workdir / "markers" / f"{len(self.tracked)}"
+        step = execution_pb2.OperationStep(
+            kind=execution_pb2.OPERATION_KIND_TOOL, name=TOOLS[binding]
+        )
+        step.arguments.update({"marker": str(marker), "hold": self.settings.hold_seconds})
+        spec = execution_pb2.AgentSpec(
+            harness="scripted",
+            server=binding,
+            tools=[f"{binding}:{TOOLS[binding]}"],
+            prompt="Book a shipment.",
+            script=[step],
+        )
+        request = execution_service_pb2.SubmitRequest(
+            agent=spec, human_input=execution_pb2.HUMAN_INPUT_MANAGED
+        )
+        execution_id = client.executions.Submit(request, timeout=60).execution_id
+        self.tracked[execution_id] = Tracked(execution_id, binding, marker)
+        self.report.submitted += 1
 
     def owned_by(self, slot: str) -> set[str]:
         """The open executions the slot's service runs: all of them with one service;
@@ -824,6 +862,9 @@ class Campaign:
                 time.sleep(0.2)
             else:
                 self.violation(f"answered execution {t.execution_id} never finished")
+                continue
+            if state.outcome != SUCCEEDED:
+                self.violation(f"answered execution {t.execution_id} ended {state}")
         self.check(set())
         for t in self.tracked.values():
             self.report.outcomes[
@@ -882,8 +923,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lease-seconds", type=float, default=3.0)
     parser.add_argument("--workdir", type=Path, help="kept afterwards (default: a temporary one)")
     args = parser.parse_args(argv)
-    # SIGTERM unwinds like Ctrl-C, so the services and the MCP server are stopped.
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     with contextlib.ExitStack() as stack:
         workdir = args.workdir or Path(stack.enter_context(tempfile.TemporaryDirectory()))
         workdir.mkdir(parents=True, exist_ok=True)
@@ -904,4 +943,6 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
+    # SIGTERM unwinds like Ctrl-C, so the services and the MCP server are stopped.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     sys.exit(main())
