@@ -421,8 +421,9 @@ class Campaign:
         self.started = time.monotonic()
 
     def violation(self, text: str) -> None:
-        self.report.violations.append(text)
-        self.progress(f"VIOLATION {text}")
+        if text not in self.report.violations:  # a lasting one is seen at every check
+            self.report.violations.append(text)
+            self.progress(f"VIOLATION {text}")
 
     def progress(self, text: str) -> None:
         """A line on stderr, for following a long run (no figure depends on it)."""
