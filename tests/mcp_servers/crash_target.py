@@ -14,7 +14,7 @@ not booked").
   (`ctx.elicit`): its round fails closed when the M3 process holding it dies.
 - tool `book_resumable(marker, hold)`: a 2026-07-28 `InputRequiredResult`
   sealed with a FIXED key (as tests/mcp_servers/ledger.py), so a round can be
-  resumed by another M3 process.
+  resumed by another M3 process, valid for a day (a round may wait that long).
 - tool `quote()`: no input (the campaign's barrier for WatchPending).
 """
 
@@ -48,7 +48,8 @@ async def _delivered(marker: str, hold: float, address: ShippingAddress | None) 
 
 
 def build() -> MCPServer[Any]:
-    security = RequestStateSecurity(keys=[STATE_KEY])
+    # A day, not the SDK's 600 s: a round may stay paused through a whole campaign.
+    security = RequestStateSecurity(keys=[STATE_KEY], ttl=86_400.0)
     server: MCPServer[Any] = MCPServer(
         "crash_target", log_level="WARNING", request_state_security=security
     )
