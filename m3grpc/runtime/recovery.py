@@ -16,6 +16,10 @@ from collections.abc import Collection
 from m3grpc.errors import ManagedInputRecoveryError, ManagedInputStateError
 from m3grpc.runtime.lifecycle import Lifecycle
 from m3grpc.storage import SqlExecutionStore
+from m3grpc.types import ManagedInputStatus
+
+# The statuses in which a resumable round is released rather than failed.
+_RESUMABLE = (ManagedInputStatus.PENDING, ManagedInputStatus.RESPONSE_VALIDATED)
 
 
 def recover_expired(
@@ -51,7 +55,12 @@ def recover_expired(
     rounds = store.managed_input_store
     for round_id in rounds.expired_round_ids():
         try:
-            if live and rounds.get_round(round_id).pending.execution_id in live:
+            record = rounds.get_round(round_id)
+            if live and record.pending.execution_id in live:
+                continue
+            if record.harness_resume_token is not None and record.status in _RESUMABLE:
+                # It passes on with its execution, once the execution's lease expired
+                # (above); its own lease may lapse first (a kill between renewals).
                 continue
             record = rounds.fail_recovery(round_id)
         except (ManagedInputRecoveryError, ManagedInputStateError):

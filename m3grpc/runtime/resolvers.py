@@ -86,6 +86,10 @@ class WorkerSlot(Protocol):
 
     async def resume(self) -> None: ...
 
+    async def ensure_lease(self) -> None:
+        """Renew the execution's lease now if it lapsed (the loop stalled past it)."""
+        ...
+
 
 class ManagedInputResolver:
     """human_input="managed": every input request becomes a durable pending round."""
@@ -180,6 +184,10 @@ class ManagedInputResolver:
             request_state=round.request_state,
             deadline=now + self._round_timeout if self._round_timeout else None,
         )
+        if self._slot is not None:
+            # A loop stalled past the lease (a starved machine, a first MCP session)
+            # must not fail the execution: its lease renews unless recovery fenced it.
+            await self._slot.ensure_lease()
         await stored(
             self._rounds.create_round,
             pending,

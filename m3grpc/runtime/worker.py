@@ -586,6 +586,9 @@ class _Slot:
 
     async def resume(self) -> None:
         await self._pool._resume(self._execution_id)
+        await self.ensure_lease()
+
+    async def ensure_lease(self) -> None:
         await self._pool._ensure_lease(self._execution_id)
 
 

@@ -432,23 +432,29 @@ class SqlExecutionStore:
     def renew_leases(
         self, owner_id: str, tokens: Mapping[str, str], *, lease_duration: timedelta
     ) -> dict[str, tuple[datetime, bool]]:
-        """Extend, in one transaction, the leases of the owner's executions
-        (execution_id -> lease token) and of their open rounds.
+        """Extend the leases of the owner's executions (execution_id -> lease token),
+        then those of their open rounds.
 
         A lease that has lapsed is renewed too, as long as nothing fenced it: a
         stalled but live owner keeps its work. Recovery finishing an execution
         clears its owner and token (and fails its rounds), so a matching token
         proves no one has taken over. Returns, per execution still held, the new
         expiry and whether cancel was requested; an execution left out is lost.
+
+        Two transactions, executions then rounds, each locking rows of one table
+        only: a round transition locks its round before its execution (start_delivery,
+        another replica's fail_recovery), so one transaction holding executions
+        while it waits for their rounds deadlocked with it on PostgreSQL. A round
+        fenced between the two is not renewed (the update matches owner and status).
         """
         require_identifier(owner_id, "owner_id")
         held: dict[str, tuple[datetime, bool]] = {}
         if not tokens:
             return held
         ids = sorted(tokens)
+        now = self.now()
+        expires = now + lease_duration
         with write_transaction(self._engine) as conn:
-            now = self.now()
-            expires = now + lease_duration
             for start in range(0, len(ids), _RENEW_CHUNK):
                 chunk = ids[start : start + _RENEW_CHUNK]
                 query = sa.select(
@@ -467,23 +473,27 @@ class SqlExecutionStore:
                 ]
                 if not renewed:
                     continue
-                renewed_ids = [row.execution_id for row in renewed]
                 conn.execute(
                     executions.update()
-                    .where(executions.c.execution_id.in_(renewed_ids))
+                    .where(executions.c.execution_id.in_([row.execution_id for row in renewed]))
                     .where(executions.c.worker_owner_id == owner_id)
                     .values(worker_lease_expires_at=expires)
                 )
-                # The rounds an execution opened carry its lease: renew them with it.
+                for row in renewed:
+                    held[row.execution_id] = (expires, bool(row.cancel_requested))
+        if not held:
+            return held
+        # The rounds an execution opened carry its lease: renew them with it.
+        renewed_ids = sorted(held)
+        with write_transaction(self._engine) as conn:
+            for start in range(0, len(renewed_ids), _RENEW_CHUNK):
                 conn.execute(
                     rounds.update()
-                    .where(rounds.c.execution_id.in_(renewed_ids))
+                    .where(rounds.c.execution_id.in_(renewed_ids[start : start + _RENEW_CHUNK]))
                     .where(rounds.c.owner_id == owner_id)
                     .where(rounds.c.status.in_(ROUND_RULE["renew_leases"].open_states()))
                     .values(lease_expires_at=expires)
                 )
-                for row in renewed:
-                    held[row.execution_id] = (expires, bool(row.cancel_requested))
         return held
 
     def record_operation(

@@ -358,6 +358,9 @@ RUN_ELSEWHERE: dict[str, str] = {
     # clients/go/examples/quickstart/readme_test.go keeps the block equal to main.go.
     "clients/go/README.md > Example > go[0]": "tests/dependents/test_go_module.py",
     "clients/go/README.md > Errors > go[0]": "tests/dependents/test_go_module.py",
+    # The full campaign runs for tens of minutes; the test runs the same command
+    # line with 20 executions and 3 kills per backend.
+    "README.md > Crash campaign > bash[0]": "tests/campaigns/test_crash_campaign.py",
 }
 
 SKIPS: dict[str, str] = {

@@ -8,6 +8,7 @@ from datetime import timedelta
 import pytest
 
 from m3grpc.errors import ManagedInputRecoveryError
+from m3grpc.runtime.recovery import recover_expired
 from m3grpc.storage import SqlExecutionStore, SqlManagedInputStore
 from m3grpc.types import (
     ElicitationResponse,
@@ -112,3 +113,24 @@ def test_cancel_finishes_a_released_execution_at_once(
     assert state.outcome is ExecutionOutcome.CANCELLED
     assert store.get_round(round_id).failure_code == "execution_finished"
     assert execution_store.claim_next(owner_id="second", lease_duration=LEASE) is None
+
+
+def test_a_resumable_round_whose_own_lease_lapsed_first_is_released_not_failed(
+    execution_store: SqlExecutionStore, store: SqlManagedInputStore, clock: ManualClock
+) -> None:
+    # Found by the crash campaign (tests/campaigns): its worker died after renewing
+    # the execution's lease and before the round's, so the round's lease ran out
+    # first and recovery's round pass failed it closed instead of releasing it.
+    execution_id, round_id, lease = paused(execution_store, clock, resumable=True)
+    clock.advance(20)
+    execution_store.renew_execution(execution_id, lease, lease_duration=LEASE)
+    clock.advance(15)  # the round's lease expired, the execution's not yet
+    assert store.expired_round_ids() == [round_id]
+    assert recover_expired(execution_store) == []
+    assert store.get_round(round_id).status is ManagedInputStatus.PENDING
+    clock.advance(20)  # now the execution's too: it passes on with its round
+    released: list[str] = []
+    assert recover_expired(execution_store, released=released) == []
+    assert released == [execution_id]
+    kept = store.get_round(round_id)
+    assert kept.status is ManagedInputStatus.PENDING and kept.lease is None
