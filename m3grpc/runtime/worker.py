@@ -36,7 +36,7 @@ from m3grpc.runtime.leases import LeaseHolder
 from m3grpc.runtime.lifecycle import Lifecycle
 from m3grpc.runtime.limits import Limits, bounded_result
 from m3grpc.runtime.notifier import Notifier
-from m3grpc.runtime.offload import offload
+from m3grpc.runtime.offload import offload, offload_lease
 from m3grpc.runtime.outage import stored
 from m3grpc.runtime.recovery import recover_expired
 from m3grpc.runtime.resolvers import ManagedInputResolver, PlanInputResolver
@@ -290,7 +290,7 @@ class WorkerPool:
         still held, whether cancel was requested. Lapsed leases renew too."""
         if not holders:
             return {}
-        renewed = await offload(
+        renewed = await offload_lease(
             self._store.renew_leases,
             self.owner_id,
             {execution_id: h.lease.lease_token for execution_id, h in holders.items()},
@@ -302,10 +302,12 @@ class WorkerPool:
         return {execution_id: cancel for execution_id, (_e, cancel) in renewed.items()}
 
     async def _ensure_lease(self, execution_id: str) -> None:
-        """Renew the execution's lease now if it lapsed (the loop stalled past it),
-        so the write that follows is not refused as stale."""
+        """Renew the execution's lease now if it lapsed or is about to (the loop or
+        the heartbeat stalled: renewal is due every third of the lease), so the
+        write that follows is not refused as stale."""
         holder = self._leases.get(execution_id)
-        if holder is not None and holder.lease.expires_at <= self._store.now():
+        margin = self._settings.lease_duration / 3
+        if holder is not None and holder.lease.expires_at <= self._store.now() + margin:
             await self._renew({execution_id: holder})
 
     # -- slots ----------------------------------------------------------------------
