@@ -46,4 +46,4 @@ python3 bench/load_respond.py --smoke
 
 # Last, so that its summary line closes the run.
 echo "== pytest"
-python3 -m pytest -q -p no:cacheprovider "$@"
+python3 -m pytest -q -p no:cacheprovider --durations=25 "$@"
