@@ -142,10 +142,9 @@ class RoundLimitExceededError(M3Error):
     reason = "ROUND_LIMIT_EXCEEDED"
 
 
-class WorkQueueFullError(M3Error):
-    """Too many executions are queued; retry after `retry_after_seconds`."""
-
-    reason = "WORK_QUEUE_FULL"
+class _RetryAfter(M3Error):
+    """An error whose call succeeds as is once `retry_after_seconds` have passed
+    (google.rpc.RetryInfo on the wire)."""
 
     def __init__(
         self,
@@ -158,22 +157,18 @@ class WorkQueueFullError(M3Error):
         self.retry_after_seconds = retry_after_seconds
 
 
-class RateLimitedError(M3Error):
+class WorkQueueFullError(_RetryAfter):
+    """Too many executions are queued; retry after `retry_after_seconds`."""
+
+    reason = "WORK_QUEUE_FULL"
+
+
+class RateLimitedError(_RetryAfter):
     """The caller's principal used up its rate limit for this method
     (RESOURCE_EXHAUSTED); nothing was done: retry after `retry_after_seconds`
     (the same request ID or idempotency key is still unused)."""
 
     reason = "RATE_LIMITED"
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        retry_after_seconds: float,
-        metadata: Mapping[str, str] | None = None,
-    ) -> None:
-        super().__init__(message, metadata=metadata)
-        self.retry_after_seconds = retry_after_seconds
 
 
 class ServerBindingNotFoundError(M3Error):
@@ -210,7 +205,7 @@ class UnauthenticatedError(M3Error):
     reason = "UNAUTHENTICATED"
 
 
-class StorageUnavailableError(M3Error):
+class StorageUnavailableError(_RetryAfter):
     """The database failed the request: unreachable, restarting, full, or it refused
     the commit (UNAVAILABLE). Nothing of the request was written; retry after
     `retry_after_seconds` (with the same request ID or idempotency key)."""
@@ -224,5 +219,4 @@ class StorageUnavailableError(M3Error):
         retry_after_seconds: float = 1.0,
         metadata: Mapping[str, str] | None = None,
     ) -> None:
-        super().__init__(message, metadata=metadata)
-        self.retry_after_seconds = retry_after_seconds
+        super().__init__(message, retry_after_seconds=retry_after_seconds, metadata=metadata)
