@@ -18,8 +18,8 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from m3grpc.api.config import ServiceConfig
-from m3grpc.errors import EncryptionKeyError
-from m3grpc.runtime import SchemaStatus, inspect_database, load_cipher
+from m3grpc.errors import EncryptionKeyError, StorageUnavailableError
+from m3grpc.runtime import SchemaStatus, faults_reported_by_caller, inspect_database, load_cipher
 from m3grpc.servers import HttpServer, ServerBinding, StdioServer
 
 
@@ -132,7 +132,8 @@ def _workers(config: ServiceConfig) -> str:
 def database_finding(database: str) -> Finding:
     """Whether `database` can be reached, and where its schema stands."""
     try:
-        status = inspect_database(database)
+        with faults_reported_by_caller():  # the finding below reports it
+            status = inspect_database(database)
     except Exception as exc:  # driver, network, auth, filesystem
         return Finding(Level.ERROR, "database", f"{redact_url(database)}: {describe_cause(exc)}")
     return _database_finding(database, status)
@@ -191,6 +192,8 @@ def describe_cause(exc: BaseException) -> str:
     if isinstance(exc, ImportError) and exc.name:
         return f"its driver module {exc.name!r} is not installed"
     # SQLAlchemy wraps the driver's error and appends SQL and a help URL.
+    if isinstance(exc, StorageUnavailableError) and exc.__cause__ is not None:
+        exc = exc.__cause__  # the driver's own words, for the operator
     orig = getattr(exc, "orig", None)
     if isinstance(orig, BaseException):
         exc = orig

@@ -41,6 +41,7 @@ from m3grpc.runtime import (
     SchemaVersionError,
     SqlExecutionStore,
     default_harnesses,
+    faults_reported_by_caller,
     load_cipher,
 )
 from m3grpc.servers import ServerBinding
@@ -422,7 +423,8 @@ def _open_store(config: ServiceConfig) -> SqlExecutionStore:
     except EncryptionKeyError as exc:
         raise EncryptionKeysError(str(exc)) from None
     try:
-        return SqlExecutionStore(database, cipher=cipher)
+        with faults_reported_by_caller():  # the refusal below is the one line
+            return SqlExecutionStore(database, cipher=cipher)
     except EncryptionKeyError as exc:
         raise EncryptionKeysError(f"database {_redacted(database)}: {exc}") from None
     except SchemaVersionError as exc:

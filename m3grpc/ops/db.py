@@ -20,7 +20,12 @@ import sys
 from m3grpc.api.config import ConfigError, load_config
 from m3grpc.api.preflight import describe_cause, redact_url
 from m3grpc.errors import EncryptionKeyError
-from m3grpc.runtime import SchemaState, SchemaVersionError, inspect_database
+from m3grpc.runtime import (
+    SchemaState,
+    SchemaVersionError,
+    faults_reported_by_caller,
+    inspect_database,
+)
 
 
 def resolve_database(config: str | None, database: str | None) -> str:
@@ -39,19 +44,24 @@ def run_db(command: str, *, config: str | None, database: str | None) -> int:
         return 2
     shown = redact_url(target)
     try:
-        if command == "rotate-key":
-            return _rotate_key(target, shown, config)
-        if command == "status":
-            status = inspect_database(target)
-            print(f"database {shown}: {status.describe()}")
-            return 0 if status.state is SchemaState.CURRENT else 1
-        return _upgrade(target, shown)
+        with faults_reported_by_caller():  # a fault ends the command in its one line
+            return _run(command, target, shown, config)
     except (SchemaVersionError, EncryptionKeyError) as exc:
         print(f"m3grpc: database {shown}: {exc}", file=sys.stderr)
         return 1
     except Exception as exc:  # driver, network, auth, filesystem
         print(f"m3grpc: database {shown}: {describe_cause(exc)}", file=sys.stderr)
         return 1
+
+
+def _run(command: str, target: str, shown: str, config: str | None) -> int:
+    if command == "rotate-key":
+        return _rotate_key(target, shown, config)
+    if command == "status":
+        status = inspect_database(target)
+        print(f"database {shown}: {status.describe()}")
+        return 0 if status.state is SchemaState.CURRENT else 1
+    return _upgrade(target, shown)
 
 
 def _upgrade(target: str, shown: str) -> int:

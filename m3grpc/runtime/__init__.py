@@ -10,6 +10,7 @@ from m3grpc.runtime.facade import Runtime, default_harnesses
 from m3grpc.runtime.worker import WorkerSettings
 from m3grpc.storage import EventKind, SqlExecutionStore, StoredEvent
 from m3grpc.storage.encryption import load_cipher
+from m3grpc.storage.engine import faults_reported_by_caller
 from m3grpc.storage.inspection import inspect_database
 from m3grpc.storage.managed_input import redact_responses
 from m3grpc.storage.schema_version import SchemaState, SchemaStatus, SchemaVersionError
@@ -27,6 +28,7 @@ __all__ = [
     "ToolListing",
     "WorkerSettings",
     "default_harnesses",
+    "faults_reported_by_caller",
     "inspect_database",
     "list_tools",
     "load_cipher",

@@ -31,6 +31,7 @@ import os
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Literal
 from weakref import WeakKeyDictionary
@@ -270,12 +271,31 @@ def _is_own_mistake(exc: DBAPIError) -> bool:
     )
 
 
+# How loud a fault is logged here. Where a fault ends a command (opening the database
+# at start, `m3grpc db`, check-config), that command reports it in its own one line.
+_FAULT_LOG_LEVEL: ContextVar[int] = ContextVar(
+    "m3_storage_fault_log_level", default=logging.WARNING
+)
+
+
+@contextmanager
+def faults_reported_by_caller() -> Iterator[None]:
+    """Within this block a database fault is logged at DEBUG only: the caller
+    reports it itself (a refusal to start is one line, not a warning and a line)."""
+    token = _FAULT_LOG_LEVEL.set(logging.DEBUG)
+    try:
+        yield
+    finally:
+        _FAULT_LOG_LEVEL.reset(token)
+
+
 def _unavailable(exc: Exception) -> StorageUnavailableError:
     # Only the driver's first line is logged: later lines (PostgreSQL's DETAIL)
     # can quote stored values, and the caller gets no driver text at all.
     cause = getattr(exc, "orig", None) or exc
     first_line = (str(cause).strip().splitlines() or [""])[0][:300]
-    log.warning(
+    log.log(
+        _FAULT_LOG_LEVEL.get(),
         "database fault: %s: %s",
         type(cause).__name__,
         first_line,
