@@ -40,7 +40,7 @@ from m3grpc.wire.gen.m3.v1 import (
     execution_service_pb2,
 )
 from tests.api.conftest import SERVERS, Stubs, add_servers, respond_request, write_config
-from tests.api.inbox_support import InboxClient
+from tests.api.inbox_support import InboxClient, submit
 from tests.api.test_tracing import Collector, _service_env, collector  # noqa: F401
 
 CANARY = "canary-0b7d5e3a91c4-answer"
@@ -84,19 +84,6 @@ class Seen:
             if at >= 0:
                 found.append(f"{where}: {data[max(0, at - 120) : at + 60]!r}")
         return found
-
-
-def _submit(stubs: Stubs, server: str, tool: str) -> str:
-    spec = execution_pb2.AgentSpec(
-        harness="scripted", server=server, tools=[f"{server}:{tool}"], prompt="Answer me."
-    )
-    reply = stubs.executions.Submit(
-        execution_service_pb2.SubmitRequest(
-            agent=spec, human_input=execution_pb2.HUMAN_INPUT_MANAGED
-        ),
-        timeout=30,
-    )
-    return str(reply.execution_id)
 
 
 def _respond(round_id: str, key: str, request_key: str, content: dict[str, Any]) -> Any:
@@ -149,7 +136,7 @@ def test_the_canary_is_nowhere_but_the_delivery_path(
     executions: list[str] = []
     try:
         # A valid answer: delivered, the tool echoes it in its result.
-        booked = _submit(stubs, "shipping", "book_shipment")
+        booked = submit(stubs, "shipping", "book_shipment")
         executions.append(booked)
         booked_round = stubs.wait_pending(booked).round_id
         address = {"street": CANARY, "city": "Pune"}
@@ -161,7 +148,7 @@ def test_the_canary_is_nowhere_but_the_delivery_path(
         )
 
         # Wrong types, then a cancelled round answered after the cancel.
-        shipping = _submit(stubs, "shipping", "book_shipment")
+        shipping = submit(stubs, "shipping", "book_shipment")
         executions.append(shipping)
         shipping_round = stubs.wait_pending(shipping).round_id
         violations = seen.error(
@@ -185,7 +172,7 @@ def test_the_canary_is_nowhere_but_the_delivery_path(
         )
 
         # An enum, through gRPC and through the inbox (also a malformed inbox answer).
-        order = _submit(stubs, "order_form", "place_order")
+        order = submit(stubs, "order_form", "place_order")
         executions.append(order)
         order_round = stubs.wait_pending(order).round_id
         bad_order = {"item": "Widget", "weight_kg": 2.5, "color": CANARY}
@@ -207,7 +194,7 @@ def test_the_canary_is_nowhere_but_the_delivery_path(
             seen.add("inbox respond", json.dumps(reply))
 
         # A pattern, a format, a length, items outside an enum.
-        profile = _submit(stubs, "profile_form", "edit_profile")
+        profile = submit(stubs, "profile_form", "edit_profile")
         executions.append(profile)
         profile_round = stubs.wait_pending(profile).round_id
         bad_profile = {
