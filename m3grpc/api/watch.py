@@ -212,7 +212,7 @@ class _Stream:
         state = await self._runtime.snapshot(execution_id)
         return state.lifecycle is ExecutionStatus.FINISHED
 
-    async def _idle(self, wake: asyncio.Future[None]) -> None:
+    async def _idle(self, wake: asyncio.Future[object]) -> None:
         if self._shutdown.is_set():
             raise ServiceShuttingDown
         shutdown: asyncio.Future[Any] = asyncio.ensure_future(self._shutdown.wait())

@@ -33,7 +33,7 @@ from m3grpc.runtime.limits import (
     id_violations,
     response_violations,
 )
-from m3grpc.runtime.notifier import EVENTS_KEY, Notifier, pending_key, wait_for
+from m3grpc.runtime.notifier import EVENTS_KEY, Notifier, pending_key, wait_for, woken_with
 from m3grpc.runtime.offload import offload
 from m3grpc.runtime.replica_wakes import ReplicaWakes
 from m3grpc.runtime.shared_poll import SAFETY_REREAD_SECONDS, SharedPoll
@@ -308,6 +308,13 @@ class Runtime:
                         )
                     wait = min(wait, remaining)
                 await asyncio.wait(wakes, timeout=wait, return_when=asyncio.FIRST_COMPLETED)
+                # This process's worker hands over the round it stored: no read back.
+                pushed = woken_with(wakes[0])
+                if (
+                    isinstance(pushed, ManagedInputRecord)
+                    and pushed.pending.round_id != skip_round_id
+                ):
+                    return pushed
             finally:
                 for key, wake in zip(keys, wakes, strict=True):
                     self.notifier.unregister(key, wake)
@@ -341,13 +348,21 @@ class Runtime:
             raise ManagedInputValidationError("invalid response", field_violations=violations)
         with tracing.span("m3.round.respond", attributes={"m3.round_id": round_id}) as span:
             submission = await offload(
-                self.store.managed_input_store.submit_responses_detailed,
+                _submit_responses,
+                self.store,
                 round_id,
                 responses,
                 idempotency_key=idempotency_key,
                 execution_id=execution_id,
             )
-            self.notifier.notify(round_id)
+            # The waiting worker of this process takes the answer from the wake-up
+            # instead of reading the round back.
+            self.notifier.notify(
+                round_id,
+                submission.record
+                if submission.status is ManagedInputStatus.RESPONSE_VALIDATED
+                else None,
+            )
             answered = str(submission.row.get("execution_id", ""))
             span.set_attribute("m3.execution_id", answered)
             span.set_attribute("m3.round.status", submission.status.value)
@@ -435,7 +450,7 @@ class Runtime:
             self._notifier.notify(EVENTS_KEY)
 
     @contextlib.contextmanager
-    def events_waiter(self) -> Iterator[asyncio.Future[None]]:
+    def events_waiter(self) -> Iterator[asyncio.Future[object]]:
         """A future resolved by the next write this process commits (or another
         replica's, when their changes are heard). Register it before reading the
         event log, so no commit slips between read and wait; otherwise writes by
@@ -458,3 +473,21 @@ def _execution_id(value: Any) -> str:
     if violations := id_violations(value, "execution_id"):
         raise ModelValidationError("invalid execution_id", field_violations=violations)
     return value
+
+
+def _submit_responses(
+    store: SqlExecutionStore,
+    round_id: str,
+    responses: Mapping[str, ElicitationResponse],
+    *,
+    idempotency_key: str,
+    execution_id: str | None,
+) -> ResponseSubmission:
+    """Store the responses; an answered round's record is built here, off the loop,
+    for the worker's wake-up."""
+    submission = store.managed_input_store.submit_responses_detailed(
+        round_id, responses, idempotency_key=idempotency_key, execution_id=execution_id
+    )
+    if submission.status is ManagedInputStatus.RESPONSE_VALIDATED:
+        submission.record  # noqa: B018 (a cached property: built now, on this thread)
+    return submission

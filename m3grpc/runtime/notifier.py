@@ -1,6 +1,8 @@
 """Wake-ups: a response commit wakes the worker waiting on its round at once.
 
 Waiters live on one event loop; `notify` may be called from any thread. A
+notification may carry what was committed (a round's answer, a new pending round):
+in-process waiters then skip the read that would fetch it again. A
 notification with no waiter is dropped, so waiters re-check the database after
 registering, and poll it as a fallback for writes made by other processes:
 every `poll_interval(base)` seconds, `base` unless other processes' changes
@@ -28,7 +30,7 @@ class Notifier:
         self, loop: asyncio.AbstractEventLoop, *, listening_poll_interval: float = 10.0
     ) -> None:
         self._loop = loop
-        self._waiters: defaultdict[str, set[asyncio.Future[None]]] = defaultdict(set)
+        self._waiters: defaultdict[str, set[asyncio.Future[object]]] = defaultdict(set)
         self._listening_poll_interval = listening_poll_interval
         # Other processes' changes are heard (a live LISTEN connection).
         self.hears_other_processes = False
@@ -47,42 +49,51 @@ class Notifier:
         self.hears_other_processes = live
         self.wake_all()
 
-    def register(self, key: str) -> asyncio.Future[None]:
-        """A future resolved by the next notify(key). Call on the loop's thread."""
-        future: asyncio.Future[None] = self._loop.create_future()
+    def register(self, key: str) -> asyncio.Future[object]:
+        """A future resolved by the next notify(key), with its value. Call on the
+        loop's thread."""
+        future: asyncio.Future[object] = self._loop.create_future()
         self._waiters[key].add(future)
         return future
 
-    def unregister(self, key: str, future: asyncio.Future[None]) -> None:
+    def unregister(self, key: str, future: asyncio.Future[object]) -> None:
         waiters = self._waiters.get(key)
         if waiters is not None:
             waiters.discard(future)
             if not waiters:
                 del self._waiters[key]
 
-    def notify(self, key: str) -> None:
-        """Wake every waiter of `key`; safe from any thread."""
+    def notify(self, key: str, value: object = None) -> None:
+        """Wake every waiter of `key` with `value` (what was committed, if the
+        notifier knows; None: waiters read the database); safe from any thread."""
         try:
             running = asyncio.get_running_loop()
         except RuntimeError:
             running = None
         if running is self._loop:
-            self._wake(key)
+            self._wake(key, value)
         elif not self._loop.is_closed():
-            self._loop.call_soon_threadsafe(self._wake, key)
+            self._loop.call_soon_threadsafe(self._wake, key, value)
 
     def wake_all(self) -> None:
         """Wake every waiter of every key. Call on the loop's thread."""
         for key in list(self._waiters):
             self._wake(key)
 
-    def _wake(self, key: str) -> None:
+    def _wake(self, key: str, value: object = None) -> None:
         for future in self._waiters.pop(key, ()):
             if not future.done():
-                future.set_result(None)
+                future.set_result(value)
 
 
-async def wait_for(future: asyncio.Future[None], timeout: float | None) -> bool:
+def woken_with(future: asyncio.Future[object]) -> object:
+    """The value a fired wake-up carried (None if it carried none or has not fired)."""
+    if future.done() and not future.cancelled():
+        return future.result()
+    return None
+
+
+async def wait_for(future: asyncio.Future[object], timeout: float | None) -> bool:
     """Wait for a registered future; True if it fired, False on timeout."""
     try:
         await asyncio.wait_for(asyncio.shield(future), timeout)

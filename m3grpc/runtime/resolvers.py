@@ -31,7 +31,7 @@ from m3grpc.harness import InputRound, OperationRef
 from m3grpc.plan import answer_from_plan
 from m3grpc.runtime.leases import LeaseHolder
 from m3grpc.runtime.lifecycle import Lifecycle
-from m3grpc.runtime.notifier import Notifier, pending_key, wait_for
+from m3grpc.runtime.notifier import Notifier, pending_key, wait_for, woken_with
 from m3grpc.runtime.offload import offload
 from m3grpc.runtime.outage import stored
 from m3grpc.runtime.shared_poll import SAFETY_REREAD_SECONDS, SharedPoll
@@ -188,7 +188,7 @@ class ManagedInputResolver:
             # A loop stalled past the lease (a starved machine, a first MCP session)
             # must not fail the execution: its lease renews unless recovery fenced it.
             await self._slot.ensure_lease()
-        await stored(
+        created = await stored(
             self._rounds.create_round,
             pending,
             lease=self._lease.lease,
@@ -200,11 +200,16 @@ class ManagedInputResolver:
             turn_metadata=round.turn_metadata,
         )
         return await self._await_round(
-            pending, round.round_index, resumable=round.resume_token is not None
+            pending, round.round_index, resumable=round.resume_token is not None, created=created
         )
 
     async def _await_round(
-        self, pending: PendingElicitationRound, round_index: int, *, resumable: bool
+        self,
+        pending: PendingElicitationRound,
+        round_index: int,
+        *,
+        resumable: bool,
+        created: ManagedInputRecord | None = None,
     ) -> Mapping[str, ElicitationResponse]:
         """Wait for the open round's answer, then start delivering it."""
         self.open_round_id = pending.round_id
@@ -225,8 +230,9 @@ class ManagedInputResolver:
         self._round_spans[pending.round_id] = span
         span.add_event("pending")
         self._lifecycle.round_pending(self._execution_id, pending.round_id, round_index)
-        # Wakes the kit's wait_for_pending at once (no polling in-process).
-        self._notifier.notify(pending_key(self._execution_id))
+        # Wakes the kit's wait_for_pending at once (no polling in-process), with
+        # the round just stored (no read back).
+        self._notifier.notify(pending_key(self._execution_id), created)
         responses = await self._wait_without_slot(pending)
         span.add_event("answered")
         # From here the answer may reach the server: the round no longer passes on.
@@ -438,6 +444,15 @@ class ManagedInputResolver:
                         continue  # a response won the race: read it
                     timeout = min(timeout, remaining)
                 await wait_for(wake, timeout)
+                # This process's Respond hands over the answer it committed: no read back.
+                answered = woken_with(wake)
+                if (
+                    isinstance(answered, ManagedInputRecord)
+                    and answered.pending.round_id == round_id
+                    and answered.status is ManagedInputStatus.RESPONSE_VALIDATED
+                    and answered.responses is not None
+                ):
+                    return answered.responses
             finally:
                 self._notifier.unregister(round_id, wake)
 

@@ -1,0 +1,86 @@
+"""Wake-ups that carry what was committed: the notifier hands a value to its waiters,
+and in one process the worker takes a round's answer (and the kit a new pending round)
+from the wake-up instead of reading it back from the database."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from m3grpc import AsyncMCPTestKit, ElicitationResponse, HttpServer
+from m3grpc.runtime.notifier import Notifier, wait_for, woken_with
+from m3grpc.storage import SQLiteExecutionStore
+from m3grpc.types import ExecutionOutcome
+from tests.runtime.conftest import text_of
+from tests.support.mcp_processes import http_mcp_server
+
+ADDRESS = ElicitationResponse(action="accept", content={"street": "1 Main Street", "city": "Pune"})
+
+
+def test_a_value_notified_from_another_thread_reaches_every_waiter() -> None:
+    async def scenario() -> None:
+        notifier = Notifier(asyncio.get_running_loop())
+        first, second = notifier.register("k"), notifier.register("k")
+        other = notifier.register("other")
+        thread = threading.Thread(target=notifier.notify, args=("k", {"answer": 42}))
+        thread.start()
+        assert await wait_for(first, 5) and await wait_for(second, 5)
+        thread.join()
+        assert woken_with(first) == woken_with(second) == {"answer": 42}
+        # Another key is not woken; a wake-up without a value carries None.
+        assert not other.done() and woken_with(other) is None
+        notifier.notify("other")
+        assert await wait_for(other, 5) and woken_with(other) is None
+
+    asyncio.run(scenario())
+
+
+def test_in_process_respond_and_pause_are_not_read_back(tmp_path: Path) -> None:
+    """Between the answer and the result the worker never reads the round back, and
+    the kit's wait for the pause is answered from the round the worker stored."""
+
+    async def scenario(url: str) -> None:
+        store = SQLiteExecutionStore(tmp_path / "m3.sqlite")
+        rounds = store.managed_input_store
+        reads: list[str] = []
+
+        def counted(name: str, call: Callable[..., Any]) -> Callable[..., Any]:
+            def wrapper(*args: Any, **kwargs: Any) -> Any:
+                reads.append(name)
+                return call(*args, **kwargs)
+
+            return wrapper
+
+        try:
+            async with AsyncMCPTestKit(store=store, env={}, poll_interval=30.0) as kit:
+                agent = kit.agents([{"harness": "scripted", "models": []}])[0]
+                binding = HttpServer(name="shipping", url=url, protocol="2026-07-28")
+                handle = await agent.submit(
+                    "Book the shipment.",
+                    server=binding,
+                    tools=["shipping:book_shipment"],
+                    human_input="managed",
+                )
+                rounds.list_rounds = counted("list_rounds", rounds.list_rounds)  # type: ignore[method-assign]
+                pending = await handle.wait_for_pending(timeout=60)
+                assert pending is not None
+                # At most the first look (before the round existed) read the rounds.
+                assert reads.count("list_rounds") <= 1
+                rounds.get_round = counted("get_round", rounds.get_round)  # type: ignore[method-assign]
+                reads.clear()
+                await handle.respond_elicitation(
+                    pending.round_id, {"shipping_address": ADDRESS}, idempotency_key="a"
+                )
+                result = await handle.result(timeout=60)
+                assert result.outcome is ExecutionOutcome.SUCCEEDED
+                assert "Pune" in text_of(result.operations[0].result)
+                assert "get_round" not in reads
+        finally:
+            store.close()
+
+    # The poll interval is far above the test's length: no poll finds the answer.
+    with http_mcp_server("shipping", "mrtr") as url:
+        asyncio.run(asyncio.wait_for(scenario(url), 120))
