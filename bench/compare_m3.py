@@ -12,8 +12,8 @@ MCP server (binding protocol "legacy" or "2026-07-28"). grpc: `AsyncRemoteMCPTes
 against a running `m3grpc serve` whose bindings `legacy` / `mrtr` point at the same server.
 
 A round: Submit -> wait until its round is pending -> answer (`respond_elicitation`) ->
-`result()`. The wait for the pause follows the event log (embedded: `kit.runtime`'s
-`events_after` woken by `events_waiter`, the in-process form of WatchPending; grpc: one
+`result()`. The wait for the pause is pushed, as each API's users wait (embedded: the
+handle's `wait_for_pending`, woken by the worker that stored the round; grpc: one
 `WatchPending` stream over all executions), so waiting costs no polling.
 Measured per round: answer sent -> the tool's code after the pause ran (the timestamp the
 MCP server put into the result) and answer sent -> `result()` returned.
@@ -72,6 +72,8 @@ class Handle(TypingProtocol):
 
     async def pending_elicitation(self) -> Any: ...
 
+    async def wait_for_pending(self, timeout: float | None = None) -> Any: ...
+
 
 class Pauses:
     """execution_id -> a future of its pending round's ID, fed by an event follower."""
@@ -129,18 +131,15 @@ class Embedded(System):
         super().__init__(args.generation, kit, binding, f"bench:{TOOLS[args.generation]}")
 
     async def follow(self) -> None:
-        runtime = self.kit.runtime
-        seq = 0  # the store is this worker's own, fresh: every event is ours
-        while True:
-            with runtime.events_waiter() as wake:
-                events = await runtime.events_after(seq, limit=500)
-                for event in events:
-                    seq = event.seq
-                    if event.kind == "round_pending" and event.round_id:
-                        self.pauses.paused(event.execution_id, event.round_id)
-                if not events:
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(asyncio.shield(wake), 0.5)
+        """Nothing to follow: each round waits on its own handle (below)."""
+
+    async def until_paused(self, handle: Handle, deadline: float) -> str:
+        # The embedded kit's push-based wait, as its users wait: woken by the worker
+        # with the round it stored.
+        pending = await handle.wait_for_pending(max(deadline - time.monotonic(), 0.01))
+        if pending is None:
+            raise RuntimeError(f"execution {handle.execution_id} finished without a round")
+        return str(pending.round_id)
 
 
 class Remote(System):
@@ -199,6 +198,8 @@ async def answer(
 
 
 async def until_paused(system: System, handle: Handle, deadline: float) -> str:
+    if isinstance(system, Embedded):
+        return await system.until_paused(handle, deadline)
     future = system.pauses.future(handle.execution_id)
     try:
         round_id, _ = await asyncio.wait_for(future, max(deadline - time.monotonic(), 0.01))
