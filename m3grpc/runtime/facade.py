@@ -247,6 +247,10 @@ class Runtime:
                         )
                     wait = min(wait, remaining)
                 await wait_for(wake, wait)
+                # This process's worker hands over the result it stored: no read back.
+                finished = woken_with(wake)
+                if isinstance(finished, ExecutionResult):
+                    return finished
             finally:
                 self.notifier.unregister(execution_id, wake)
 

@@ -359,6 +359,8 @@ class WorkerPool:
     async def _run_traced(self, claimed: ClaimedExecution, span: tracing.Span) -> None:
         execution_id = claimed.execution_id
         lease = self._leases[execution_id]
+        # The result as stored, handed to this process's Result waiters with the wake-up.
+        finished: ExecutionResult | None = None
         try:
             # Parsing a large spec is work in proportion to its size: off the loop.
             spec, task = await offload(self._prepare, execution_id, claimed.spec)
@@ -381,6 +383,7 @@ class WorkerPool:
             await self._ensure_lease(execution_id)
             try:
                 await stored(self._store.finish, execution_id, lease.lease, result)
+                finished = result
                 self.lifecycle.execution_finished(
                     execution_id, result.outcome.value, result.failure_code
                 )
@@ -397,7 +400,7 @@ class WorkerPool:
             self._waiting.discard(execution_id)
             self._stop_reasons.pop(execution_id, None)
             self._cancelled.discard(execution_id)
-            self._notifier.notify(execution_id)
+            self._notifier.notify(execution_id, finished)
             self._freed()
 
     async def _execute(

@@ -39,8 +39,9 @@ def test_a_value_notified_from_another_thread_reaches_every_waiter() -> None:
 
 
 def test_in_process_respond_and_pause_are_not_read_back(tmp_path: Path) -> None:
-    """Between the answer and the result the worker never reads the round back, and
-    the kit's wait for the pause is answered from the round the worker stored."""
+    """Between the answer and the result the worker never reads the round back; the
+    kit's wait for the pause is answered from the round the worker stored, and its
+    wait for the result from the result the worker stored."""
 
     async def scenario(url: str) -> None:
         store = SQLiteExecutionStore(tmp_path / "m3.sqlite")
@@ -70,6 +71,7 @@ def test_in_process_respond_and_pause_are_not_read_back(tmp_path: Path) -> None:
                 # At most the first look (before the round existed) read the rounds.
                 assert reads.count("list_rounds") <= 1
                 rounds.get_round = counted("get_round", rounds.get_round)  # type: ignore[method-assign]
+                store.get_result = counted("get_result", store.get_result)  # type: ignore[method-assign]
                 reads.clear()
                 await handle.respond_elicitation(
                     pending.round_id, {"shipping_address": ADDRESS}, idempotency_key="a"
@@ -78,6 +80,10 @@ def test_in_process_respond_and_pause_are_not_read_back(tmp_path: Path) -> None:
                 assert result.outcome is ExecutionOutcome.SUCCEEDED
                 assert "Pune" in text_of(result.operations[0].result)
                 assert "get_round" not in reads
+                # At most the first look (before the finish) read the result; the one
+                # handed over is the one stored.
+                assert reads.count("get_result") <= 1
+                assert result == store.get_result(handle.execution_id)
         finally:
             store.close()
 
