@@ -271,6 +271,9 @@ class Runtime:
         """The single pending round of the execution, or None."""
         execution_id = _execution_id(execution_id)
         await self.snapshot(execution_id)  # ExecutionNotFoundError for unknown IDs
+        return await self._pending_round_of(execution_id)
+
+    async def _pending_round_of(self, execution_id: str) -> ManagedInputRecord | None:
         rounds = await offload(
             self.store.managed_input_store.list_rounds,
             execution_id=execution_id,
@@ -298,11 +301,12 @@ class Runtime:
             # Registered before reading, so no commit slips between read and wait.
             wakes = [self.notifier.register(key) for key in keys]
             try:
-                record = await self.pending_round(execution_id)
+                # A finished execution has no pending round (its open rounds failed).
+                if await self._finished(execution_id):
+                    return None
+                record = await self._pending_round_of(execution_id)
                 if record is not None and record.pending.round_id != skip_round_id:
                     return record
-                if record is None and await self._finished(execution_id):
-                    return None
                 wait = self.poll_interval(self.settings.poll_interval)
                 if deadline is not None:
                     remaining = deadline - time.monotonic()

@@ -188,20 +188,29 @@ class ManagedInputResolver:
             # A loop stalled past the lease (a starved machine, a first MCP session)
             # must not fail the execution: its lease renews unless recovery fenced it.
             await self._slot.ensure_lease()
-        created = await stored(
-            self._rounds.create_round,
-            pending,
-            lease=self._lease.lease,
-            round_index=round.round_index,
-            round_limit=self._round_limit,
-            operation_parameters=dict(operation.arguments),
-            harness_session_id=round.harness_session_id,
-            harness_resume_token=round.resume_token,
-            turn_metadata=round.turn_metadata,
-        )
-        return await self._await_round(
-            pending, round.round_index, resumable=round.resume_token is not None, created=created
-        )
+        # Registered before the round exists: an answer committed at any moment after
+        # its creation wakes this waiter, so the new round needs no first read.
+        wake = self._notifier.register(pending.round_id)
+        try:
+            created = await stored(
+                self._rounds.create_round,
+                pending,
+                lease=self._lease.lease,
+                round_index=round.round_index,
+                round_limit=self._round_limit,
+                operation_parameters=dict(operation.arguments),
+                harness_session_id=round.harness_session_id,
+                harness_resume_token=round.resume_token,
+                turn_metadata=round.turn_metadata,
+            )
+            return await self._await_round(
+                pending,
+                round.round_index,
+                resumable=round.resume_token is not None,
+                created=(created, wake),
+            )
+        finally:
+            self._notifier.unregister(pending.round_id, wake)
 
     async def _await_round(
         self,
@@ -209,9 +218,10 @@ class ManagedInputResolver:
         round_index: int,
         *,
         resumable: bool,
-        created: ManagedInputRecord | None = None,
+        created: tuple[ManagedInputRecord, asyncio.Future[object]] | None = None,
     ) -> Mapping[str, ElicitationResponse]:
-        """Wait for the open round's answer, then start delivering it."""
+        """Wait for the open round's answer, then start delivering it. `created`: the
+        round this resolver just stored, and the wake-up registered before it was."""
         self.open_round_id = pending.round_id
         self._open_operation_id = pending.logical_operation_id
         self._open_resumable = resumable
@@ -232,8 +242,8 @@ class ManagedInputResolver:
         self._lifecycle.round_pending(self._execution_id, pending.round_id, round_index)
         # Wakes the kit's wait_for_pending at once (no polling in-process), with
         # the round just stored (no read back).
-        self._notifier.notify(pending_key(self._execution_id), created)
-        responses = await self._wait_without_slot(pending)
+        self._notifier.notify(pending_key(self._execution_id), created and created[0])
+        responses = await self._wait_without_slot(pending, created and created[1])
         span.add_event("answered")
         # From here the answer may reach the server: the round no longer passes on.
         self._open_resumable = False
@@ -394,15 +404,15 @@ class ManagedInputResolver:
             self._open_resumable = False
 
     async def _wait_without_slot(
-        self, pending: PendingElicitationRound
+        self, pending: PendingElicitationRound, registered: asyncio.Future[object] | None
     ) -> Mapping[str, ElicitationResponse]:
         """Wait for the response holding no worker slot; take one again (first in
         line) before the answer is delivered."""
         if self._slot is None:
-            return await self._wait_for_response(pending)
+            return await self._wait_for_response(pending, registered)
         self._slot.pause()
         try:
-            responses = await self._wait_for_response(pending)
+            responses = await self._wait_for_response(pending, registered)
         except asyncio.CancelledError:
             self._slot.leave()  # stopping: no slot to wait for
             raise
@@ -413,27 +423,33 @@ class ManagedInputResolver:
         return responses
 
     async def _wait_for_response(
-        self, pending: PendingElicitationRound
+        self, pending: PendingElicitationRound, registered: asyncio.Future[object] | None
     ) -> Mapping[str, ElicitationResponse]:
         with self._poll.round(pending.round_id):
-            return await self._await_response(pending)
+            return await self._await_response(pending, registered)
 
     async def _await_response(
-        self, pending: PendingElicitationRound
+        self, pending: PendingElicitationRound, registered: asyncio.Future[object] | None
     ) -> Mapping[str, ElicitationResponse]:
+        """The round's responses once validated. `registered`: a wake-up registered
+        before the round was created (it is PENDING until that fires: no first read)."""
         round_id = pending.round_id
         while True:
-            wake = self._notifier.register(round_id)
+            wake, unread = (registered, True) if registered is not None else (None, False)
+            registered = None
+            if wake is None:
+                wake = self._notifier.register(round_id)
             try:
-                record = await stored(self._rounds.get_round, round_id)
-                if record.status is ManagedInputStatus.RESPONSE_VALIDATED:
-                    assert record.responses is not None
-                    return record.responses
-                if record.status is not ManagedInputStatus.PENDING:
-                    raise ManagedInputStateError(
-                        f"round {round_id} left pending as {record.status.value}",
-                        metadata={"round_id": round_id, "status": record.status.value},
-                    )
+                if not unread:
+                    record = await stored(self._rounds.get_round, round_id)
+                    if record.status is ManagedInputStatus.RESPONSE_VALIDATED:
+                        assert record.responses is not None
+                        return record.responses
+                    if record.status is not ManagedInputStatus.PENDING:
+                        raise ManagedInputStateError(
+                            f"round {round_id} left pending as {record.status.value}",
+                            metadata={"round_id": round_id, "status": record.status.value},
+                        )
                 # Woken by the answer: this process's Respond, a heard replica's,
                 # or the shared poll (m3grpc/runtime/shared_poll.py).
                 timeout = SAFETY_REREAD_SECONDS
