@@ -102,9 +102,6 @@ class WorkerPool:
         # (a Cancel call and the same request heard back by NOTIFY, in either order).
         self._cancelled: set[str] = set()
         self._wake = asyncio.Event()
-        # The claim loop's last pass stopped with every slot taken (or failed), not
-        # because nothing was claimable: a freed slot should claim again.
-        self._claims_wait_for_slot = True
         self._loops: list[asyncio.Task[None]] = []
         self._stopping = False
 
@@ -217,10 +214,6 @@ class WorkerPool:
         failing = False
         while not self._stopping:
             self._wake.clear()
-            # Claiming is a write transaction: a freed slot asks for one only if the
-            # last pass stopped for want of a slot, not for want of work (new work
-            # wakes the loop itself; other processes' work is found by the poll).
-            self._claims_wait_for_slot = True
             while self.active + self._resuming < self._settings.concurrency:
                 try:
                     claimed = await offload(
@@ -238,7 +231,6 @@ class WorkerPool:
                     log.warning("claiming work succeeds again")
                     failing = False
                 if claimed is None:
-                    self._claims_wait_for_slot = False
                     break
                 self._leases[claimed.execution_id] = LeaseHolder(claimed.lease)
                 self.lifecycle.execution_claimed(claimed.execution_id, self.owner_id)
@@ -346,8 +338,7 @@ class WorkerPool:
 
     def _freed(self) -> None:
         self._slot_freed.set()
-        if self._claims_wait_for_slot:
-            self._wake.set()
+        self._wake.set()
 
     # -- one execution ------------------------------------------------------------
 
