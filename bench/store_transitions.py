@@ -8,12 +8,15 @@ Measures, in one run on one machine:
   (ii)  store: full round cycles per second through SqlManagedInputStore on SQLite,
         synchronous=FULL: create_round -> submit_responses -> start_delivery ->
         mark_delivered -> resolve (5 transitions, each its own transaction);
-  (iii) the same store cycles with synchronous=NORMAL, for reference.
+  (iii) the same store cycles with synchronous=NORMAL, for reference;
+  (iv)  with --threads N: the store cycles from N threads at once, as the runtime's
+        store threads run them under load, and how many commits they took (group
+        commit: writes queued at the same moment share one).
 
 Every measurement uses a fresh database file, runs a few untimed warm-up
 iterations, then a fixed number of timed ones: it stops by itself.
 
-    python bench/store_transitions.py [--cycles 300] [--database-dir DIR] [--json]
+    python bench/store_transitions.py [--cycles 300] [--threads 16] [--database-dir DIR] [--json]
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import sys
 import tempfile
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -47,6 +51,8 @@ class Measurement:
     cycles_per_second: float | None = None
     ratio_to_raw_full: float | None = None
     ratio_to_raw_same_sync: float | None = None
+    threads: int = 1
+    commits: int | None = None  # write transactions committed (store runs)
 
 
 def bench_raw(path: Path, synchronous: str, transactions: int) -> Measurement:
@@ -79,10 +85,13 @@ def bench_raw(path: Path, synchronous: str, transactions: int) -> Measurement:
     )
 
 
-def bench_store(path: Path, synchronous: str, cycles: int) -> Measurement:
-    """Full round cycles per second through SqlManagedInputStore (5 transactions each)."""
+def bench_store(path: Path, synchronous: str, cycles: int, threads: int = 1) -> Measurement:
+    """Full round cycles per second through SqlManagedInputStore (5 transitions each),
+    from `threads` threads at once."""
     if str(REPO_ROOT) not in sys.path:
         sys.path.insert(0, str(REPO_ROOT))
+    from sqlalchemy import event
+
     from m3grpc.storage import ManagedInputLease, SqlExecutionStore
     from m3grpc.types import (
         ElicitationResponse,
@@ -139,25 +148,38 @@ def bench_store(path: Path, synchronous: str, cycles: int) -> Measurement:
             record = store.resolve(pending.round_id, lease)
             assert record.status.value == "resolved"
 
+        commits = [0]
+
+        def on_commit(conn: Any) -> None:
+            if conn.get_execution_options().get("m3_write_transaction"):
+                commits[0] += 1
+
         for i in range(WARMUP):
             cycle(i)
-        start = time.perf_counter()
-        for i in range(WARMUP, total):
-            cycle(i)
-        seconds = time.perf_counter() - start
+        event.listen(store.engine, "commit", on_commit)
+        with ThreadPoolExecutor(threads) as pool:
+            start = time.perf_counter()
+            if threads == 1:
+                for i in range(WARMUP, total):
+                    cycle(i)
+            else:
+                list(pool.map(cycle, range(WARMUP, total)))
+            seconds = time.perf_counter() - start
     finally:
         execution_store.close()
     return Measurement(
-        name="store round cycle (5 transitions)",
+        name="store round cycle (5 transitions)" + (f", {threads} threads" if threads > 1 else ""),
         synchronous=synchronous,
         iterations=cycles,
         seconds=seconds,
         transactions_per_second=cycles * TRANSITIONS_PER_CYCLE / seconds,
         cycles_per_second=cycles / seconds,
+        threads=threads,
+        commits=commits[0],
     )
 
 
-def run(cycles: int, directory: Path) -> list[Measurement]:
+def run(cycles: int, directory: Path, threads: int = 1) -> list[Measurement]:
     raw_transactions = cycles * TRANSITIONS_PER_CYCLE
     raw = {
         sync: bench_raw(directory / f"raw-{sync.lower()}.sqlite", sync, raw_transactions)
@@ -167,6 +189,10 @@ def run(cycles: int, directory: Path) -> list[Measurement]:
         bench_store(directory / f"store-{sync.lower()}.sqlite", sync, cycles)
         for sync in ("FULL", "NORMAL")
     ]
+    if threads > 1:
+        store.append(
+            bench_store(directory / "store-threads.sqlite", "FULL", cycles, threads=threads)
+        )
     results = [*raw.values(), *store]
     for m in results:
         m.ratio_to_raw_full = m.transactions_per_second / raw["FULL"].transactions_per_second
@@ -179,15 +205,16 @@ def run(cycles: int, directory: Path) -> list[Measurement]:
 def table(results: list[Measurement]) -> str:
     header = (
         f"{'measurement':<35} {'sync':<6} {'n':>6} {'seconds':>8} "
-        f"{'cycles/s':>9} {'tx/s':>9} {'/raw FULL':>9} {'/raw same':>9}"
+        f"{'cycles/s':>9} {'tx/s':>9} {'/raw FULL':>9} {'/raw same':>9} {'commits':>8}"
     )
     lines = [header, "-" * len(header)]
     for m in results:
         cycles = f"{m.cycles_per_second:9.1f}" if m.cycles_per_second is not None else f"{'-':>9}"
+        commits = f"{m.commits:>8}" if m.commits is not None else f"{'-':>8}"
         lines.append(
             f"{m.name:<35} {m.synchronous:<6} {m.iterations:>6} {m.seconds:>8.3f} "
             f"{cycles} {m.transactions_per_second:>9.1f} "
-            f"{m.ratio_to_raw_full:>9.2f} {m.ratio_to_raw_same_sync:>9.2f}"
+            f"{m.ratio_to_raw_full:>9.2f} {m.ratio_to_raw_same_sync:>9.2f} {commits}"
         )
     return "\n".join(lines)
 
@@ -203,17 +230,25 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="where to put the database files (default: a temporary directory, removed after)",
     )
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="also run the FULL store cycles from this many threads at once (default 1: not)",
+    )
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     args = parser.parse_args(argv)
     if args.cycles < 1:
         parser.error("--cycles must be at least 1")
+    if args.threads < 1:
+        parser.error("--threads must be at least 1")
 
     temporary = args.database_dir is None
     directory = Path(tempfile.mkdtemp(prefix="m3-bench-")) if temporary else args.database_dir
     directory.mkdir(parents=True, exist_ok=True)
     run_directory = Path(tempfile.mkdtemp(prefix="run-", dir=directory))
     try:
-        results = run(args.cycles, run_directory)
+        results = run(args.cycles, run_directory, args.threads)
     finally:
         shutil.rmtree(directory if temporary else run_directory, ignore_errors=True)
 
@@ -242,6 +277,13 @@ def main(argv: list[str] | None = None) -> int:
             f"{store_full.transactions_per_second:.1f} transitions/s = "
             f"{store_full.ratio_to_raw_full:.0%} of the raw commit limit"
         )
+        if args.threads > 1:
+            many = results[-1]
+            print(
+                f"store, {args.threads} threads: {many.cycles_per_second:.1f} cycles/s "
+                f"({many.cycles_per_second / store_full.cycles_per_second:.2f}x one thread), "
+                f"{many.commits} commits for {many.iterations * TRANSITIONS_PER_CYCLE} transitions"
+            )
     return 0
 
 

@@ -6,11 +6,13 @@ for every read-then-write transaction: a deferred transaction that upgrades
 its read lock can fail with `database is locked` past any busy timeout, an
 immediate one waits its turn instead.
 
-Within one process, SQLite write transactions take turns on a lock of their engine
-before `BEGIN IMMEDIATE`: SQLite's busy handler waits by sleeping and polling, so
-under many concurrent writers one could starve past the busy timeout while others
-commit; the lock hands the turn over at once. Other processes still wait through
-the busy timeout.
+Within one process, SQLite write transactions take turns on their engine before
+`BEGIN IMMEDIATE`: SQLite's busy handler waits by sleeping and polling, so under
+many concurrent writers one could starve past the busy timeout while others
+commit; the turn is handed over at once. Writes that queue for the turn at the
+same moment share one transaction and one commit, each in a savepoint of its own
+(group commit, `m3grpc/storage/group_commit.py`). Other processes still wait
+through the busy timeout.
 
 PostgreSQL: the same statements; read-then-write transactions lock their rows
 with `SELECT ... FOR UPDATE`.
@@ -28,9 +30,8 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Literal
@@ -38,7 +39,7 @@ from weakref import WeakKeyDictionary
 
 import sqlalchemy as sa
 from sqlalchemy import event
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import Connection, Engine, RootTransaction
 from sqlalchemy.exc import (
     DataError,
     DBAPIError,
@@ -50,6 +51,7 @@ from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from sqlalchemy.pool import QueuePool
 
 from m3grpc.errors import ConflictKind, ManagedInputConflict, StorageUnavailableError
+from m3grpc.storage.group_commit import GroupCommit, GroupFailed
 from m3grpc.storage.schema import metadata
 from m3grpc.storage.schema_version import (
     REVISIONS,
@@ -131,7 +133,7 @@ def open_engine(
             connect_args={"timeout": busy_timeout_ms / 1000, "check_same_thread": False},
         )
         _configure_sqlite(engine, busy_timeout_ms, sqlite_synchronous)
-        _WRITE_TURNS[engine] = threading.RLock()
+        _WRITE_GROUPS[engine] = GroupCommit(_begin_write)
     else:
         engine = sa.create_engine(url, pool_pre_ping=True)
     return engine
@@ -193,8 +195,8 @@ def lock_schema(conn: Connection) -> None:
         conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": _SCHEMA_LOCK_KEY})
 
 
-# SQLite engines: the in-process turn for write transactions (see the module docstring).
-_WRITE_TURNS: WeakKeyDictionary[Engine, threading.RLock] = WeakKeyDictionary()
+# SQLite engines: the in-process turn and group commit of write transactions.
+_WRITE_GROUPS: WeakKeyDictionary[Engine, GroupCommit] = WeakKeyDictionary()
 
 CommitListener = Callable[[], None]
 _COMMIT_LISTENERS: WeakKeyDictionary[Engine, list[CommitListener]] = WeakKeyDictionary()
@@ -207,6 +209,29 @@ def add_commit_listener(engine: Engine, listener: CommitListener) -> None:
     it must be quick and must not raise (the runtime uses it to wake watchers).
     """
     _COMMIT_LISTENERS.setdefault(engine, []).append(listener)
+
+
+def queued_writers(engine: Engine) -> int:
+    """Write transactions of this process waiting for their turn on `engine` now
+    (SQLite; always 0 on PostgreSQL, whose writers do not queue here)."""
+    groups = _WRITE_GROUPS.get(engine)
+    return 0 if groups is None else groups.waiting
+
+
+def _committed(engine: Engine) -> None:
+    for listener in _COMMIT_LISTENERS.get(engine, ()):
+        listener()
+
+
+def _begin_write(engine: Engine) -> tuple[Connection, RootTransaction]:
+    """A connection in a write transaction (BEGIN IMMEDIATE on SQLite)."""
+    conn = engine.connect()
+    try:
+        conn.execution_options(**{_WRITE_OPTION: True})
+        return conn, conn.begin()
+    except BaseException:
+        conn.close()
+        raise
 
 
 def remove_commit_listener(engine: Engine, listener: CommitListener) -> None:
@@ -222,14 +247,26 @@ def write_transaction(engine: Engine) -> Iterator[Connection]:
     Lock contention that outlasts the busy timeout surfaces as a typed, retryable
     ManagedInputConflict instead of a raw driver error.
     """
-    turn = _WRITE_TURNS.get(engine)
+    groups = _WRITE_GROUPS.get(engine)
     try:
-        with turn if turn is not None else nullcontext(), engine.connect() as conn:
-            conn.execution_options(**{_WRITE_OPTION: True})
-            with conn.begin():
+        if groups is not None:
+            with groups.transaction(engine, lambda: _committed(engine)) as conn:
                 yield conn
-        for listener in _COMMIT_LISTENERS.get(engine, ()):
-            listener()
+        else:
+            with engine.connect() as conn:
+                conn.execution_options(**{_WRITE_OPTION: True})
+                with conn.begin():
+                    yield conn
+            _committed(engine)
+    except GroupFailed as failed:
+        # Every write of the failed transaction gets its own typed error.
+        cause = failed.__cause__
+        if isinstance(cause, DBAPIError) and _is_lock_contention(cause):
+            raise ManagedInputConflict(
+                "a concurrent transaction conflicted; retry",
+                conflict_kind=ConflictKind.CONCURRENT_UPDATE,
+            ) from failed
+        raise _unavailable(cause if isinstance(cause, Exception) else failed) from failed
     except OperationalError as exc:
         if _is_lock_contention(exc):
             raise ManagedInputConflict(
