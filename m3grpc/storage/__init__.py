@@ -5,6 +5,7 @@ from m3grpc.storage.executions import (
     ClaimedExecution,
     CreatedExecution,
     EphemeralExecutionStore,
+    FinalOperation,
     SqlExecutionStore,
     SQLiteExecutionStore,
 )
@@ -29,6 +30,7 @@ __all__ = [
     "CreatedExecution",
     "EphemeralExecutionStore",
     "EventKind",
+    "FinalOperation",
     "ManagedInputLease",
     "ManagedInputRecord",
     "ManagedInputStatus",
