@@ -20,6 +20,7 @@ from m3grpc.storage import (
     RECOVERY_FAILURE_CODE,
     EphemeralExecutionStore,
     EventKind,
+    FinalOperation,
     SqlExecutionStore,
     SQLiteExecutionStore,
 )
@@ -282,6 +283,104 @@ def test_a_failed_last_operation_fails_the_recovered_execution_with_its_code(
     assert (state.outcome, state.failure_code) == (ExecutionOutcome.FAILED, "connection_closed")
     result = execution_store.get_result(execution_id)
     assert result is not None and result.operations == (failed,)
+
+
+def _delivering_round(
+    execution_store: SqlExecutionStore, clock: ManualClock, *, delivered: bool
+) -> tuple[str, str, ManagedInputLease]:
+    """A claimed execution whose round's answer is being delivered (`delivered`:
+    a legacy answer, recorded DELIVERED with the start of its delivery)."""
+    execution_id = execution_store.create_execution({}, human_input="managed").state.execution_id
+    claimed = execution_store.claim_next(owner_id="w", lease_duration=LEASE)
+    assert claimed is not None
+    rounds_store = execution_store.managed_input_store
+    pending = make_round(execution_id, clock)
+    rounds_store.create_round(pending, lease=claimed.lease)
+    rounds_store.submit_responses(
+        pending.round_id,
+        {
+            "shipping_address": ElicitationResponse(
+                action="accept", content={"street": "1 Main", "city": "Pune"}
+            )
+        },
+        idempotency_key="k",
+    )
+    record = rounds_store.start_delivery(pending.round_id, claimed.lease, mark_delivered=delivered)
+    expected = ManagedInputStatus.DELIVERED if delivered else ManagedInputStatus.DELIVERY_STARTED
+    assert record.status is expected and record.delivery_attempts == 1
+    assert record.delivery_started_at == clock()
+    assert (record.delivered_at is not None) is delivered
+    return execution_id, pending.round_id, claimed.lease
+
+
+@pytest.mark.parametrize("delivered", [True, False], ids=["legacy", "retry-reply"])
+def test_finish_resolves_the_last_round_and_stores_its_result_in_one_transaction(
+    execution_store: SqlExecutionStore, clock: ManualClock, delivered: bool
+) -> None:
+    execution_id, round_id, lease = _delivering_round(execution_store, clock, delivered=delivered)
+    last = FinalOperation(_operation("op-0"), round_id=round_id, mark_delivered=not delivered)
+    result = ExecutionResult(
+        execution_id=execution_id,
+        outcome=ExecutionOutcome.SUCCEEDED,
+        operations=(_operation("op-0"),),
+        finished_at=clock(),
+    )
+    rounds_store = execution_store.managed_input_store
+    with pytest.raises(ManagedInputConflict):  # a stale lease changes nothing
+        execution_store.finish(
+            execution_id, lease.model_copy(update={"lease_token": "x"}), result, last_operation=last
+        )
+    assert rounds_store.get_round(round_id).status is not ManagedInputStatus.RESOLVED
+    assert execution_store.operation_results(execution_id) == []
+
+    state = execution_store.finish(execution_id, lease, result, last_operation=last)
+    assert (state.lifecycle, state.outcome) == (
+        ExecutionStatus.FINISHED,
+        ExecutionOutcome.SUCCEEDED,
+    )
+    record = rounds_store.get_round(round_id)
+    assert record.status is ManagedInputStatus.RESOLVED and record.failure_code is None
+    assert record.delivered_at == clock() and record.resolved_at == clock()
+    assert execution_store.operation_results(execution_id) == [_operation("op-0")]
+    events = execution_store.read_events(after_seq=0, execution_id=execution_id)
+    assert [(e.kind, e.status) for e in events] == [
+        (EventKind.ROUND_PENDING, "pending"),
+        (EventKind.ROUND_LEFT_PENDING, "response_validated"),
+        (EventKind.ROUND_CHANGED, "delivery_started"),
+        (EventKind.ROUND_CHANGED, "delivered"),
+        (EventKind.ROUND_CHANGED, "resolved"),
+        (EventKind.EXECUTION_FINISHED, "succeeded"),
+    ]
+
+
+def test_finish_stores_a_last_operation_without_a_round(
+    execution_store: SqlExecutionStore, clock: ManualClock
+) -> None:
+    execution_id = execution_store.create_execution({}, human_input="fail").state.execution_id
+    claimed = execution_store.claim_next(owner_id="w", lease_duration=LEASE)
+    assert claimed is not None
+    result = ExecutionResult(
+        execution_id=execution_id,
+        outcome=ExecutionOutcome.SUCCEEDED,
+        operations=(_operation("op-0"),),
+        finished_at=clock(),
+    )
+    execution_store.finish(
+        execution_id, claimed.lease, result, last_operation=FinalOperation(_operation("op-0"))
+    )
+    assert execution_store.operation_results(execution_id) == [_operation("op-0")]
+
+
+def test_a_claim_tells_whether_more_work_is_claimable(
+    execution_store: SqlExecutionStore,
+) -> None:
+    for n in range(2):
+        execution_store.create_execution({"n": n}, human_input="fail")
+    first = execution_store.claim_next(owner_id="w", lease_duration=LEASE)
+    second = execution_store.claim_next(owner_id="w", lease_duration=LEASE)
+    assert first is not None and first.more_claimable
+    assert second is not None and not second.more_claimable
+    assert execution_store.claim_next(owner_id="w", lease_duration=LEASE) is None
 
 
 def test_sqlite_durability_settings(tmp_path: Path) -> None:
