@@ -14,9 +14,7 @@ asked a new round or completed (the server returned a final result, error
 results included); FAILED with the operation's failure code when it failed
 without a result (e.g. `connection_closed`). Both resolvers store each finished
 operation's result durably as it finishes (with its round's resolve/fail, in
-one transaction), so recovery keeps what a tool returned; the last operation's
-result and its round's resolve commit with the execution's finish, in its
-transaction (`take_final`): nothing between them can fail the execution.
+one transaction), so recovery keeps what a tool returned.
 """
 
 from __future__ import annotations
@@ -38,7 +36,7 @@ from m3grpc.runtime.offload import offload
 from m3grpc.runtime.outage import stored
 from m3grpc.runtime.shared_poll import SAFETY_REREAD_SECONDS, SharedPoll
 from m3grpc.specs import ElicitationPlan
-from m3grpc.storage import FinalOperation, SqlExecutionStore
+from m3grpc.storage import SqlExecutionStore
 from m3grpc.types import (
     ElicitationResponse,
     ManagedInputRecord,
@@ -63,27 +61,14 @@ class PlanInputResolver:
         self._store = store
         self._execution_id = execution_id
         self._lease = lease
-        self._final: FinalOperation | None = None
 
     async def __call__(self, round: InputRound) -> Mapping[str, ElicitationResponse]:
         return answer_from_plan(self._plan, round.operation.operation_name, round.requests)
 
     async def operation_finished(self, result: OperationResult, *, last: bool = False) -> None:
-        if last:
-            # Stored with the execution's finish, in its transaction (take_final).
-            self._final = FinalOperation(result)
-            return
         await stored(
             self._store.record_operation, self._execution_id, self._lease.lease, result, last=last
         )
-
-    def take_final(self) -> FinalOperation | None:
-        """The last operation, for the worker's finish to store; None if stored."""
-        final, self._final = self._final, None
-        return final
-
-    def final_stored(self, final: FinalOperation) -> None:
-        return None
 
     async def settle_all(self, operations: Sequence[OperationResult] = ()) -> None:
         return None
@@ -149,9 +134,6 @@ class ManagedInputResolver:
         self._open_resumable = False
         # Each open round's span, from pending until it settles (or passes on).
         self._round_spans: dict[str, tracing.Span] = {}
-        # The execution's last operation, completed, not stored yet: the worker's
-        # finish stores it, and resolves its round, in the finish's transaction.
-        self._final: FinalOperation | None = None
 
     @property
     def releasable(self) -> bool:
@@ -180,7 +162,6 @@ class ManagedInputResolver:
         operation = round.operation
         # A new round means every answer handed out before has reached the server:
         # the operation asked again, or (operations run in sequence) it finished.
-        await self._store_final()
         await self.settle_all()
         resumed = self._resumed
         if (
@@ -296,9 +277,6 @@ class ManagedInputResolver:
         operation_id = result.logical_operation_id
         round_id = self.open_round_id if self._open_operation_id == operation_id else None
         if round_id is None:
-            if last:
-                self._final = FinalOperation(result)
-                return
             await stored(
                 self._store.record_operation,
                 self._execution_id,
@@ -308,11 +286,6 @@ class ManagedInputResolver:
             )
             return
         if _completed(result) and self._delivering.get(operation_id) == round_id:
-            if last:
-                self._final = FinalOperation(
-                    result, round_id=round_id, mark_delivered=round_id not in self._delivered
-                )
-                return
             await self._settle(operation_id, operation=result, last=last)
             return
         self._delivering.pop(operation_id, None)
@@ -329,10 +302,7 @@ class ManagedInputResolver:
         again or completed (resolved), unless `operations` (a harness's results)
         says its operation failed without completing (failed with its code)."""
         failed = {op.logical_operation_id: op for op in operations if not _completed(op)}
-        final = self._final
         for logical_operation_id in list(self._delivering):
-            if final is not None and final.result.logical_operation_id == logical_operation_id:
-                continue  # resolved by the finish
             op = failed.get(logical_operation_id)
             if op is None:
                 await self._settle(logical_operation_id)
@@ -343,43 +313,10 @@ class ManagedInputResolver:
 
     async def fail_open_round(self, failure_code: str, failure_message: str) -> None:
         """Fail the round still open when the execution stops (cancel, error, shutdown)."""
-        await self._store_final()
         round_id = self.open_round_id
         if round_id is None:
             return
         await self._fail(round_id, failure_code, failure_message)
-
-    def take_final(self) -> FinalOperation | None:
-        """The last operation (and its round), for the worker's finish to store
-        in its transaction; None if there is none or it was stored already. The
-        worker calls `final_stored` once the finish committed."""
-        final, self._final = self._final, None
-        return final
-
-    def final_stored(self, final: FinalOperation) -> None:
-        """The finish stored `final`: its round is resolved."""
-        round_id = final.round_id
-        if round_id is None:
-            return
-        self._delivering.pop(final.result.logical_operation_id, None)
-        self._settled(round_id, delivered_now=final.mark_delivered)
-
-    async def _store_final(self) -> None:
-        """Store the held last operation now, on its own (the execution does not
-        finish the ordinary way: it fails or stops)."""
-        final = self.take_final()
-        if final is None:
-            return
-        if final.round_id is None:
-            await stored(
-                self._store.record_operation,
-                self._execution_id,
-                self._lease.lease,
-                final.result,
-                last=True,
-            )
-            return
-        await self._settle(final.result.logical_operation_id, operation=final.result, last=True)
 
     async def _fail(
         self,
@@ -438,10 +375,6 @@ class ManagedInputResolver:
             last=last,
             mark_delivered=delivered_now,
         )
-        self._settled(round_id, delivered_now=delivered_now)
-
-    def _settled(self, round_id: str, *, delivered_now: bool) -> None:
-        """The round was resolved (and, `delivered_now`, marked delivered with it)."""
         if delivered_now:
             self._round_event(round_id, "delivered")
             self._lifecycle.round_delivered(self._execution_id, round_id)

@@ -396,14 +396,8 @@ class WorkerPool:
             # as a long script's result is work in proportion to its size.
             result = await offload(bounded_result, result, self._limits)
             await self._ensure_lease(execution_id)
-            # The last operation's result and its round's resolve commit with the finish.
-            final = resolver.take_final()
             try:
-                await stored(
-                    self._store.finish, execution_id, lease.lease, result, last_operation=final
-                )
-                if final is not None:
-                    resolver.final_stored(final)
+                await stored(self._store.finish, execution_id, lease.lease, result)
                 self.lifecycle.execution_finished(
                     execution_id, result.outcome.value, result.failure_code
                 )

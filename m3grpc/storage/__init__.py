@@ -5,7 +5,6 @@ from m3grpc.storage.executions import (
     ClaimedExecution,
     CreatedExecution,
     EphemeralExecutionStore,
-    FinalOperation,
     SqlExecutionStore,
     SQLiteExecutionStore,
 )
@@ -30,7 +29,6 @@ __all__ = [
     "CreatedExecution",
     "EphemeralExecutionStore",
     "EventKind",
-    "FinalOperation",
     "ManagedInputLease",
     "ManagedInputRecord",
     "ManagedInputStatus",

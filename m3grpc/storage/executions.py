@@ -163,20 +163,6 @@ class ClaimedExecution:
 
 
 @dataclass(frozen=True)
-class FinalOperation:
-    """The execution's last operation, stored by `finish` in the finish's own
-    transaction: nothing after it can fail the execution, so its result, its
-    round's resolve and the finish need no commit each."""
-
-    result: OperationResult
-    # The round the operation's answer went to, resolved with it; None: no round.
-    round_id: str | None = None
-    # The round is DELIVERY_STARTED: the reply that ended the operation is the
-    # answer's receipt too (it moves to DELIVERED, then RESOLVED).
-    mark_delivered: bool = False
-
-
-@dataclass(frozen=True)
 class CreatedExecution:
     state: ExecutionState
     created: bool  # False: an AIP-155 replay of an earlier request_id
@@ -567,17 +553,10 @@ class SqlExecutionStore:
             return stored_operations(conn, execution_id)[0]
 
     def finish(
-        self,
-        execution_id: str,
-        lease: ManagedInputLease | None,
-        result: ExecutionResult,
-        *,
-        last_operation: FinalOperation | None = None,
+        self, execution_id: str, lease: ManagedInputLease | None, result: ExecutionResult
     ) -> ExecutionState:
         """Finish the execution once. The lease holder finishes a running execution;
-        None finishes one that no worker holds (a queued execution being cancelled).
-        `last_operation` (lease holder only): stored, and its round resolved, in the
-        same transaction (see FinalOperation)."""
+        None finishes one that no worker holds (a queued execution being cancelled)."""
         with write_transaction(self._engine) as conn:
             if lease is None:
                 row = self._load(conn, execution_id, for_update=True)
@@ -589,32 +568,10 @@ class SqlExecutionStore:
                     )
                 rule = EXECUTION_RULE["request_cancel"]
             else:
-                _row, now = self._guard(conn, execution_id, lease)
+                self._guard(conn, execution_id, lease)
                 rule = EXECUTION_RULE["finish"]
-                if last_operation is not None:
-                    self._store_last(conn, execution_id, lease, last_operation, now)
             self._finish(conn, rule, execution_id, result)
             return _state(self._load(conn, execution_id))
-
-    def _store_last(
-        self,
-        conn: Connection,
-        execution_id: str,
-        lease: ManagedInputLease,
-        last: FinalOperation,
-        now: datetime,
-    ) -> None:
-        if last.round_id is None:
-            record_operation(conn, execution_id, last.result, last=True, now=now)
-            return
-        self.managed_input_store.resolve_in(
-            conn,
-            last.round_id,
-            lease,
-            operation=last.result,
-            last=True,
-            mark_delivered=last.mark_delivered,
-        )
 
     @staticmethod
     def _finish(

@@ -501,20 +501,6 @@ class SqlManagedInputStore:
             written = self._resolve(conn, round_id, lease, operation, last, mark_delivered)
         return self._record(written)
 
-    def resolve_in(
-        self,
-        conn: Connection,
-        round_id: str,
-        lease: ManagedInputLease,
-        *,
-        operation: OperationResult | None = None,
-        last: bool = False,
-        mark_delivered: bool = False,
-    ) -> None:
-        """`resolve` inside the caller's write transaction: the worker's finish
-        resolves the execution's last round in its own transaction."""
-        self._resolve(conn, round_id, lease, operation, last, mark_delivered)
-
     def _resolve(
         self,
         conn: Connection,

@@ -20,7 +20,6 @@ from m3grpc.storage import (
     RECOVERY_FAILURE_CODE,
     EphemeralExecutionStore,
     EventKind,
-    FinalOperation,
     SqlExecutionStore,
     SQLiteExecutionStore,
 )
@@ -314,61 +313,24 @@ def _delivering_round(
 
 
 @pytest.mark.parametrize("delivered", [True, False], ids=["legacy", "retry-reply"])
-def test_finish_resolves_the_last_round_and_stores_its_result_in_one_transaction(
+def test_a_legacy_answer_is_delivered_with_the_start_of_its_delivery(
     execution_store: SqlExecutionStore, clock: ManualClock, delivered: bool
 ) -> None:
     execution_id, round_id, lease = _delivering_round(execution_store, clock, delivered=delivered)
-    last = FinalOperation(_operation("op-0"), round_id=round_id, mark_delivered=not delivered)
-    result = ExecutionResult(
-        execution_id=execution_id,
-        outcome=ExecutionOutcome.SUCCEEDED,
-        operations=(_operation("op-0"),),
-        finished_at=clock(),
-    )
     rounds_store = execution_store.managed_input_store
-    with pytest.raises(ManagedInputConflict):  # a stale lease changes nothing
-        execution_store.finish(
-            execution_id, lease.model_copy(update={"lease_token": "x"}), result, last_operation=last
-        )
-    assert rounds_store.get_round(round_id).status is not ManagedInputStatus.RESOLVED
-    assert execution_store.operation_results(execution_id) == []
-
-    state = execution_store.finish(execution_id, lease, result, last_operation=last)
-    assert (state.lifecycle, state.outcome) == (
-        ExecutionStatus.FINISHED,
-        ExecutionOutcome.SUCCEEDED,
-    )
-    record = rounds_store.get_round(round_id)
-    assert record.status is ManagedInputStatus.RESOLVED and record.failure_code is None
-    assert record.delivered_at == clock() and record.resolved_at == clock()
-    assert execution_store.operation_results(execution_id) == [_operation("op-0")]
+    if not delivered:
+        rounds_store.mark_delivered(round_id, lease)
+    record = rounds_store.resolve(round_id, lease, operation=_operation("op-0"), last=True)
+    assert record.status is ManagedInputStatus.RESOLVED and record.delivered_at == clock()
     events = execution_store.read_events(after_seq=0, execution_id=execution_id)
+    # Both steps are recorded, whether or not they committed together.
     assert [(e.kind, e.status) for e in events] == [
         (EventKind.ROUND_PENDING, "pending"),
         (EventKind.ROUND_LEFT_PENDING, "response_validated"),
         (EventKind.ROUND_CHANGED, "delivery_started"),
         (EventKind.ROUND_CHANGED, "delivered"),
         (EventKind.ROUND_CHANGED, "resolved"),
-        (EventKind.EXECUTION_FINISHED, "succeeded"),
     ]
-
-
-def test_finish_stores_a_last_operation_without_a_round(
-    execution_store: SqlExecutionStore, clock: ManualClock
-) -> None:
-    execution_id = execution_store.create_execution({}, human_input="fail").state.execution_id
-    claimed = execution_store.claim_next(owner_id="w", lease_duration=LEASE)
-    assert claimed is not None
-    result = ExecutionResult(
-        execution_id=execution_id,
-        outcome=ExecutionOutcome.SUCCEEDED,
-        operations=(_operation("op-0"),),
-        finished_at=clock(),
-    )
-    execution_store.finish(
-        execution_id, claimed.lease, result, last_operation=FinalOperation(_operation("op-0"))
-    )
-    assert execution_store.operation_results(execution_id) == [_operation("op-0")]
 
 
 def test_a_claim_tells_whether_more_work_is_claimable(
