@@ -13,7 +13,9 @@ Measures, in one run on one machine:
         store threads run them under load, and how many commits they took (group
         commit: writes queued at the same moment share one).
 
-Every measurement uses a fresh database file, runs a few untimed warm-up
+Each line also gives this process's CPU time per transaction (raw) or cycle (store),
+which a loaded machine distorts far less than the rates. Every measurement uses a fresh
+database file, runs a few untimed warm-up
 iterations, then a fixed number of timed ones: it stops by itself.
 
     python bench/store_transitions.py [--cycles 300] [--threads 16] [--database-dir DIR] [--json]
@@ -53,6 +55,9 @@ class Measurement:
     ratio_to_raw_same_sync: float | None = None
     threads: int = 1
     commits: int | None = None  # write transactions committed (store runs)
+    # This process's CPU time per timed iteration, ms: what a busy machine's
+    # scheduling does not distort, unlike the wall-clock rates.
+    cpu_ms_per_iteration: float | None = None
 
 
 def bench_raw(path: Path, synchronous: str, transactions: int) -> Measurement:
@@ -70,10 +75,11 @@ def bench_raw(path: Path, synchronous: str, transactions: int) -> Measurement:
 
         for i in range(WARMUP):
             one(i)
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         for i in range(transactions):
             one(i)
         seconds = time.perf_counter() - start
+        cpu = time.process_time() - cpu
     finally:
         conn.close()
     return Measurement(
@@ -82,6 +88,7 @@ def bench_raw(path: Path, synchronous: str, transactions: int) -> Measurement:
         iterations=transactions,
         seconds=seconds,
         transactions_per_second=transactions / seconds,
+        cpu_ms_per_iteration=cpu * 1000 / transactions,
     )
 
 
@@ -158,13 +165,14 @@ def bench_store(path: Path, synchronous: str, cycles: int, threads: int = 1) -> 
             cycle(i)
         event.listen(store.engine, "commit", on_commit)
         with ThreadPoolExecutor(threads) as pool:
-            start = time.perf_counter()
+            start, cpu = time.perf_counter(), time.process_time()
             if threads == 1:
                 for i in range(WARMUP, total):
                     cycle(i)
             else:
                 list(pool.map(cycle, range(WARMUP, total)))
             seconds = time.perf_counter() - start
+            cpu = time.process_time() - cpu
     finally:
         execution_store.close()
     return Measurement(
@@ -176,6 +184,7 @@ def bench_store(path: Path, synchronous: str, cycles: int, threads: int = 1) -> 
         cycles_per_second=cycles / seconds,
         threads=threads,
         commits=commits[0],
+        cpu_ms_per_iteration=cpu * 1000 / cycles,
     )
 
 
@@ -205,7 +214,8 @@ def run(cycles: int, directory: Path, threads: int = 1) -> list[Measurement]:
 def table(results: list[Measurement]) -> str:
     header = (
         f"{'measurement':<35} {'sync':<6} {'n':>6} {'seconds':>8} "
-        f"{'cycles/s':>9} {'tx/s':>9} {'/raw FULL':>9} {'/raw same':>9} {'commits':>8}"
+        f"{'cycles/s':>9} {'tx/s':>9} {'/raw FULL':>9} {'/raw same':>9} {'commits':>8} "
+        f"{'CPU ms/it':>9}"
     )
     lines = [header, "-" * len(header)]
     for m in results:
@@ -214,7 +224,8 @@ def table(results: list[Measurement]) -> str:
         lines.append(
             f"{m.name:<35} {m.synchronous:<6} {m.iterations:>6} {m.seconds:>8.3f} "
             f"{cycles} {m.transactions_per_second:>9.1f} "
-            f"{m.ratio_to_raw_full:>9.2f} {m.ratio_to_raw_same_sync:>9.2f} {commits}"
+            f"{m.ratio_to_raw_full:>9.2f} {m.ratio_to_raw_same_sync:>9.2f} {commits} "
+            f"{m.cpu_ms_per_iteration or 0:>9.3f}"
         )
     return "\n".join(lines)
 

@@ -149,6 +149,11 @@ class InputRound:
     # harness needs, besides `requests` and `request_state`, to send the retry
     # from a fresh process. Opaque to everyone but the harness; stored with the round.
     resume_token: str | None = None
+    # The harness sends the answers on as soon as the resolver returns them, after
+    # checking only that they fit the requests (a legacy `elicitation/create`
+    # reply, which nothing acknowledges): the resolver may record them delivered
+    # with the start of their delivery, in one write, and `input_delivered` follows.
+    sent_on_return: bool = False
 
 
 @dataclass(frozen=True)

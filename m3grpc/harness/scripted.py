@@ -1027,6 +1027,8 @@ class _Run:
                 turn_metadata=None
                 if task_id is None
                 else {"harness": "scripted", "mcp_task_id": task_id},
+                # The SDK sends the answer once this callback returns it.
+                sent_on_return=True,
             )
             active.rounds += 1
             try:

@@ -170,7 +170,9 @@ class ManagedInputResolver:
             and resumed.round_index == round.round_index
         ):
             self._resumed = None
-            return await self._await_round(resumed.pending, round.round_index, resumable=True)
+            return await self._await_round(
+                resumed.pending, round.round_index, resumable=True, sent_on_return=False
+            )
         now = self._store.now()
         pending = PendingElicitationRound(
             round_id=f"rnd_{uuid.uuid4().hex}",
@@ -207,6 +209,7 @@ class ManagedInputResolver:
                 pending,
                 round.round_index,
                 resumable=round.resume_token is not None,
+                sent_on_return=round.sent_on_return,
                 created=(created, wake),
             )
         finally:
@@ -218,6 +221,7 @@ class ManagedInputResolver:
         round_index: int,
         *,
         resumable: bool,
+        sent_on_return: bool,
         created: tuple[ManagedInputRecord, asyncio.Future[object]] | None = None,
     ) -> Mapping[str, ElicitationResponse]:
         """Wait for the open round's answer, then start delivering it. `created`: the
@@ -247,8 +251,19 @@ class ManagedInputResolver:
         span.add_event("answered")
         # From here the answer may reach the server: the round no longer passes on.
         self._open_resumable = False
-        await stored(self._rounds.start_delivery, pending.round_id, self._lease.lease)
+        # An answer the harness sends on at once is recorded delivered with the
+        # start of its delivery: one commit, before it leaves.
+        await stored(
+            self._rounds.start_delivery,
+            pending.round_id,
+            self._lease.lease,
+            mark_delivered=sent_on_return,
+        )
         self._delivering[pending.logical_operation_id] = pending.round_id
+        if sent_on_return:
+            self._delivered.add(pending.round_id)
+            self._round_event(pending.round_id, "delivered")
+            self._lifecycle.round_delivered(self._execution_id, pending.round_id)
         return responses
 
     async def input_delivered(self, operation: OperationRef) -> None:

@@ -102,6 +102,11 @@ class WorkerPool:
         # (a Cancel call and the same request heard back by NOTIFY, in either order).
         self._cancelled: set[str] = set()
         self._wake = asyncio.Event()
+        # The last claim found no work, and no work was announced since (wake()):
+        # a freed slot then needs no claim (an empty claim is a write transaction);
+        # work queued elsewhere unheard is found by the poll, as before.
+        self._queue_drained = False
+        self._wakes = 0
         self._loops: list[asyncio.Task[None]] = []
         self._stopping = False
 
@@ -139,6 +144,8 @@ class WorkerPool:
 
     def wake(self) -> None:
         """New work was queued: claim it now rather than at the next poll."""
+        self._wakes += 1
+        self._queue_drained = False
         self._wake.set()
 
     def cancel(self, execution_id: str) -> bool:
@@ -214,7 +221,11 @@ class WorkerPool:
         failing = False
         while not self._stopping:
             self._wake.clear()
-            while self.active + self._resuming < self._settings.concurrency:
+            while True:
+                if self.active + self._resuming >= self._settings.concurrency:
+                    self._queue_drained = False  # work may be waiting for this slot
+                    break
+                wakes = self._wakes
                 try:
                     claimed = await offload(
                         self._store.claim_next,
@@ -231,11 +242,16 @@ class WorkerPool:
                     log.warning("claiming work succeeds again")
                     failing = False
                 if claimed is None:
+                    # Unless work was announced while the claim ran (it loops again).
+                    self._queue_drained = wakes == self._wakes
                     break
                 self._leases[claimed.execution_id] = LeaseHolder(claimed.lease)
                 self.lifecycle.execution_claimed(claimed.execution_id, self.owner_id)
                 task = asyncio.create_task(self._run(claimed), name=claimed.execution_id)
                 self._running[claimed.execution_id] = task
+                if not claimed.more_claimable and wakes == self._wakes:
+                    self._queue_drained = True  # the claim saw nothing else to take
+                    break
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(
                     self._wake.wait(), self._notifier.poll_interval(self._settings.poll_interval)
@@ -338,7 +354,8 @@ class WorkerPool:
 
     def _freed(self) -> None:
         self._slot_freed.set()
-        self._wake.set()
+        if not self._queue_drained:
+            self._wake.set()
 
     # -- one execution ------------------------------------------------------------
 

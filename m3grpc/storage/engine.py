@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sqlite3
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -142,7 +143,8 @@ def open_engine(
 def _configure_sqlite(engine: Engine, busy_timeout_ms: int, synchronous: str) -> None:
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
-        # Let SQLAlchemy's begin event, not the driver, decide how BEGIN is issued.
+        # The driver issues no BEGIN of its own: M3's transactions issue theirs
+        # (`_transaction`), deferred or IMMEDIATE as they need.
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
         try:
@@ -153,13 +155,6 @@ def _configure_sqlite(engine: Engine, busy_timeout_ms: int, synchronous: str) ->
             cursor.execute(f"PRAGMA synchronous = {synchronous}")
         finally:
             cursor.close()
-
-    @event.listens_for(engine, "begin")
-    def _on_begin(connection: Connection) -> None:
-        if connection.get_execution_options().get(_WRITE_OPTION):
-            connection.exec_driver_sql("BEGIN IMMEDIATE")
-        else:
-            connection.exec_driver_sql("BEGIN")
 
 
 def ensure_schema(engine: Engine, revisions: Sequence[str] = REVISIONS) -> None:
@@ -228,6 +223,7 @@ def _begin_write(engine: Engine) -> tuple[Connection, RootTransaction]:
     conn = engine.connect()
     try:
         conn.execution_options(**{_WRITE_OPTION: True})
+        _sqlite_begin(conn, write=True)
         return conn, conn.begin()
     except BaseException:
         conn.close()
@@ -291,7 +287,10 @@ def write_transaction(engine: Engine) -> Iterator[Connection]:
 def read_transaction(engine: Engine) -> Iterator[Connection]:
     """A read-only transaction: one consistent snapshot, no write lock."""
     try:
-        with engine.connect() as conn, conn.begin():
+        with (
+            engine.connect() as conn,
+            _transaction(conn, sqlite=engine in _WRITE_GROUPS, write=False),
+        ):
             yield conn
     except DBAPIError as exc:
         if _is_own_mistake(exc):
@@ -299,6 +298,29 @@ def read_transaction(engine: Engine) -> Iterator[Connection]:
         raise _unavailable(exc) from exc
     except PoolTimeoutError as exc:
         raise _unavailable(exc) from exc
+
+
+@contextmanager
+def _transaction(conn: Connection, *, sqlite: bool, write: bool) -> Iterator[None]:
+    """`conn.begin()`, committed on exit; on SQLite after M3's own BEGIN."""
+    if sqlite:
+        _sqlite_begin(conn, write=write)
+    with conn.begin():
+        yield
+
+
+def _sqlite_begin(conn: Connection, *, write: bool) -> None:
+    """SQLite's BEGIN (IMMEDIATE for a write), straight to the driver: issued by an
+    engine `begin` event through SQLAlchemy it cost more CPU than a small
+    transaction's own statements, and any engine event makes SQLAlchemy dispatch
+    events around every statement. SQLAlchemy's transaction then only commits or
+    rolls back the driver's."""
+    statement = "BEGIN IMMEDIATE" if write else "BEGIN"
+    try:
+        conn.connection.driver_connection.execute(statement)  # type: ignore[union-attr]
+    except sqlite3.Error as exc:
+        # Wrapped as SQLAlchemy wraps driver errors (busy: OperationalError).
+        raise DBAPIError.instance(statement, (), exc, sqlite3.Error) from exc
 
 
 def _is_own_mistake(exc: DBAPIError) -> bool:

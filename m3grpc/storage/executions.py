@@ -7,6 +7,7 @@ so several service replicas on one PostgreSQL database share the work.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -28,6 +29,7 @@ from m3grpc.errors import (
     ManagedInputRecoveryError,
     RoundNotFoundError,
 )
+from m3grpc.storage import statements
 from m3grpc.storage.changes import (
     CANCEL_REQUESTED,
     EXECUTION_QUEUED,
@@ -90,6 +92,42 @@ _CLAIMABLE = sa.or_(
     ),
 )
 
+# claim_next's statements, built once (see m3grpc.storage.statements).
+_NEXT_CLAIMABLE = (
+    sa.select(executions)
+    .where(_CLAIMABLE)
+    .order_by(executions.c.created_at, executions.c.execution_id)
+    .limit(1)
+)
+_NEXT_CLAIMABLE_LOCKED = _NEXT_CLAIMABLE.with_for_update(skip_locked=True)
+# Unlocked: on PostgreSQL it may see a row another claim is taking (one extra
+# claim then finds nothing), never miss one.
+_ANY_CLAIMABLE = sa.select(executions.c.execution_id).where(_CLAIMABLE).limit(1)
+
+
+@functools.cache
+def _claim_update(rule: Rule[ExecutionStatus]) -> sa.Update:
+    """claim_next's UPDATE by `rule`: only a still-claimable execution (no owner,
+    in the rule's from-states), so two claimers can never both win."""
+    return (
+        executions.update()
+        .where(executions.c.execution_id == sa.bindparam("b_execution_id"))
+        .where(executions.c.lifecycle.in_(rule.open_states()))
+        .where(executions.c.worker_owner_id.is_(None))
+        .values(
+            {
+                name: sa.bindparam(f"v_{name}", type_=executions.c[name].type)
+                for name in (
+                    "lifecycle",
+                    "worker_owner_id",
+                    "worker_lease_token",
+                    "worker_lease_expires_at",
+                    "updated_at",
+                )
+            }
+        )
+    )
+
 
 # Where an execution's trace context is kept in its stored spec document (a key
 # no spec field can have); the worker takes it out before the spec is parsed.
@@ -119,6 +157,9 @@ class ClaimedExecution:
     # The W3C trace context Submit ran in (`traceparent`, `tracestate`), so the
     # worker's spans join the submitter's trace; empty when none was traced.
     trace_context: dict[str, str] = field(default_factory=dict)
+    # Whether more claimable work was seen at the claim: False lets the worker
+    # skip a claim that would find nothing (another write transaction).
+    more_claimable: bool = True
 
 
 @dataclass(frozen=True)
@@ -219,7 +260,7 @@ class SqlExecutionStore:
         with write_transaction(self._engine) as conn:
             if stored_request_id:
                 existing = conn.execute(
-                    sa.select(executions).where(executions.c.request_id == stored_request_id)
+                    statements.SELECT_EXECUTION_BY_REQUEST_ID, {"request_id": stored_request_id}
                 ).first()
                 if existing is not None:
                     if existing.request_digest != digest:
@@ -235,18 +276,19 @@ class SqlExecutionStore:
             now = self.now()
             execution_id = f"exe_{uuid.uuid4().hex}"
             conn.execute(
-                executions.insert().values(
-                    execution_id=execution_id,
-                    request_id=stored_request_id,
-                    request_digest=digest,
-                    principal=principal,
-                    spec=document,
-                    human_input=human_input,
-                    lifecycle=_CREATED.value,
-                    cancel_requested=False,
-                    created_at=now,
-                    updated_at=now,
-                )
+                statements.INSERT_EXECUTION,
+                {
+                    "execution_id": execution_id,
+                    "request_id": stored_request_id,
+                    "request_digest": digest,
+                    "principal": principal,
+                    "spec": document,
+                    "human_input": human_input,
+                    "lifecycle": _CREATED.value,
+                    "cancel_requested": False,
+                    "created_at": now,
+                    "updated_at": now,
+                },
             )
             # Idle workers of other replicas claim it now rather than at their next poll.
             announce(conn, Change(EXECUTION_QUEUED, execution_id))
@@ -336,14 +378,9 @@ class SqlExecutionStore:
         transaction (see m3grpc.storage.handover)."""
         require_identifier(owner_id, "owner_id")
         with write_transaction(self._engine) as conn:
-            query = (
-                sa.select(executions)
-                .where(_CLAIMABLE)
-                .order_by(executions.c.created_at, executions.c.execution_id)
-                .limit(1)
-            )
+            query = _NEXT_CLAIMABLE
             if conn.dialect.name == "postgresql":
-                query = query.with_for_update(skip_locked=True)
+                query = _NEXT_CLAIMABLE_LOCKED
             row = conn.execute(query).first()
             if row is None:
                 return None
@@ -354,22 +391,20 @@ class SqlExecutionStore:
                 owner_id=owner_id, lease_token=new_lease_token(), expires_at=now + lease_duration
             )
             claimed = conn.execute(
-                executions.update()
-                .where(executions.c.execution_id == row.execution_id)
-                # Only a still-claimable execution: two claimers can never both win.
-                .where(executions.c.lifecycle.in_(rule.open_states()))
-                .where(executions.c.worker_owner_id.is_(None))
-                .values(
-                    lifecycle=rule.target(ExecutionStatus(row.lifecycle)).value,
-                    worker_owner_id=lease.owner_id,
-                    worker_lease_token=lease.lease_token,
-                    worker_lease_expires_at=lease.expires_at,
-                    updated_at=now,
-                )
+                _claim_update(rule),
+                {
+                    "b_execution_id": row.execution_id,
+                    "v_lifecycle": rule.target(ExecutionStatus(row.lifecycle)).value,
+                    "v_worker_owner_id": lease.owner_id,
+                    "v_worker_lease_token": lease.lease_token,
+                    "v_worker_lease_expires_at": lease.expires_at,
+                    "v_updated_at": now,
+                },
             )
             if claimed.rowcount != 1:
                 return None  # another worker claimed it first; the caller polls again
             resumed = adopt_rounds(conn, row.execution_id, lease, now=now) if released else None
+            more = conn.execute(_ANY_CLAIMABLE).first() is not None
             spec, trace_context = _split_trace_context(row.spec)
             return ClaimedExecution(
                 execution_id=row.execution_id,
@@ -378,6 +413,7 @@ class SqlExecutionStore:
                 lease=lease,
                 resumed_round_id=resumed,
                 trace_context=trace_context,
+                more_claimable=more,
             )
 
     def release(self, execution_id: str, lease: ManagedInputLease) -> bool:
@@ -704,10 +740,10 @@ class SqlExecutionStore:
 
     @staticmethod
     def _load(conn: Connection, execution_id: str, *, for_update: bool = False) -> Row[Any]:
-        query = sa.select(executions).where(executions.c.execution_id == execution_id)
+        query = statements.SELECT_EXECUTION
         if for_update:
-            query = query.with_for_update()
-        row = conn.execute(query).first()
+            query = statements.SELECT_EXECUTION_FOR_UPDATE
+        row = conn.execute(query, {"execution_id": execution_id}).first()
         if row is None:
             raise ExecutionNotFoundError(
                 f"no execution {execution_id!r}", metadata={"execution_id": execution_id}

@@ -16,6 +16,7 @@ event in the same transaction. The rules, in short:
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
@@ -250,9 +251,7 @@ class SqlManagedInputStore:
             )
         with write_transaction(self._engine) as conn:
             execution = conn.execute(
-                sa.select(executions.c.lifecycle).where(
-                    executions.c.execution_id == pending.execution_id
-                )
+                statements.SELECT_EXECUTION_LIFECYCLE, {"execution_id": pending.execution_id}
             ).first()
             if execution is None:
                 raise ManagedInputValidationError(
@@ -266,16 +265,13 @@ class SqlManagedInputStore:
                     metadata={"execution_id": pending.execution_id},
                 )
             clash = conn.execute(
-                sa.select(rounds.c.round_id).where(
-                    sa.or_(
-                        rounds.c.round_id == pending.round_id,
-                        sa.and_(
-                            rounds.c.execution_id == pending.execution_id,
-                            rounds.c.logical_operation_id == pending.logical_operation_id,
-                            rounds.c.round_index == round_index,
-                        ),
-                    )
-                )
+                statements.SELECT_ROUND_CLASH,
+                {
+                    "round_id": pending.round_id,
+                    "execution_id": pending.execution_id,
+                    "logical_operation_id": pending.logical_operation_id,
+                    "round_index": round_index,
+                },
             ).first()
             if clash is not None:
                 raise ManagedInputConflict(
@@ -284,30 +280,31 @@ class SqlManagedInputStore:
                     metadata={"round_id": clash.round_id},
                 )
             conn.execute(
-                rounds.insert().values(
-                    round_id=pending.round_id,
-                    execution_id=pending.execution_id,
-                    logical_operation_id=pending.logical_operation_id,
-                    server=pending.server,
-                    operation_kind=pending.operation_kind,
-                    operation_name=pending.operation_name,
-                    requests=_REQUESTS.dump_python(dict(pending.requests), mode="json"),
-                    request_state=pending.request_state,
-                    deadline=pending.deadline,
-                    round_index=round_index,
-                    round_limit=round_limit,
-                    status=_CREATED.value,
-                    owner_id=lease.owner_id,
-                    lease_token=lease.lease_token,
-                    lease_expires_at=lease.expires_at,
-                    harness_session_id=harness_session_id,
-                    harness_resume_token=harness_resume_token,
-                    turn_metadata=dict(turn_metadata) if turn_metadata is not None else None,
-                    operation_parameters=dict(operation_parameters or {}),
-                    delivery_attempts=0,
-                    created_at=pending.created_at,
-                    updated_at=now,
-                )
+                statements.INSERT_ROUND,
+                {
+                    "round_id": pending.round_id,
+                    "execution_id": pending.execution_id,
+                    "logical_operation_id": pending.logical_operation_id,
+                    "server": pending.server,
+                    "operation_kind": pending.operation_kind,
+                    "operation_name": pending.operation_name,
+                    "requests": _REQUESTS.dump_python(dict(pending.requests), mode="json"),
+                    "request_state": pending.request_state,
+                    "deadline": pending.deadline,
+                    "round_index": round_index,
+                    "round_limit": round_limit,
+                    "status": _CREATED.value,
+                    "owner_id": lease.owner_id,
+                    "lease_token": lease.lease_token,
+                    "lease_expires_at": lease.expires_at,
+                    "harness_session_id": harness_session_id,
+                    "harness_resume_token": harness_resume_token,
+                    "turn_metadata": dict(turn_metadata) if turn_metadata is not None else None,
+                    "operation_parameters": dict(operation_parameters or {}),
+                    "delivery_attempts": 0,
+                    "created_at": pending.created_at,
+                    "updated_at": now,
+                },
             )
             keep_execution_in_step(conn, EXECUTION_RULE["create_round"], pending.execution_id, now)
             append_event(
@@ -336,29 +333,22 @@ class SqlManagedInputStore:
     ) -> list[ManagedInputRecord]:
         """Rounds ordered by (created_at, round_id); `after` is a keyset cursor;
         `principal`: only rounds of that principal's executions."""
-        query = sa.select(rounds).order_by(rounds.c.created_at, rounds.c.round_id)
-        if principal is not None:
-            query = query.where(
-                rounds.c.execution_id.in_(
-                    sa.select(executions.c.execution_id).where(executions.c.principal == principal)
-                )
-            )
-        if execution_id is not None:
-            query = query.where(rounds.c.execution_id == execution_id)
-        if statuses is not None:
-            query = query.where(rounds.c.status.in_([s.value for s in statuses]))
+        query = _list_query(
+            principal is not None,
+            execution_id is not None,
+            None if statuses is None else tuple(sorted(s.value for s in statuses)),
+            after is not None,
+            limit is not None,
+        )
+        params: dict[str, Any] = {
+            "principal": principal,
+            "execution_id": execution_id,
+            "limit": limit,
+        }
         if after is not None:
-            created_at, round_id = after
-            query = query.where(
-                sa.or_(
-                    rounds.c.created_at > created_at,
-                    sa.and_(rounds.c.created_at == created_at, rounds.c.round_id > round_id),
-                )
-            )
-        if limit is not None:
-            query = query.limit(limit)
+            params["after_created_at"], params["after_round_id"] = after
         with read_transaction(self._engine) as conn:
-            return [self._record(row) for row in conn.execute(query)]
+            return [self._record(row) for row in conn.execute(query, params)]
 
     def redacted_responses(self, round_id: str) -> RedactedResponses:
         return redact_responses(self.get_round(round_id))
@@ -463,15 +453,26 @@ class SqlManagedInputStore:
             written = write_round(conn, move, lease_expires_at=move.now + lease_duration)
             return self._record(written)
 
-    def start_delivery(self, round_id: str, lease: ManagedInputLease) -> ManagedInputRecord:
+    def start_delivery(
+        self, round_id: str, lease: ManagedInputLease, *, mark_delivered: bool = False
+    ) -> ManagedInputRecord:
+        """`mark_delivered`: nothing can stop the answer once delivery starts (the
+        harness sends it on at once, unacknowledged: a legacy elicitation reply);
+        the round moves on to DELIVERED in the same transaction (both steps
+        recorded), which commits before the answer leaves."""
         # delivery_started -> delivery_started is a retry by the same live owner.
-        return self._transition(
-            "start_delivery",
-            round_id,
-            lease,
-            stamp="delivery_started_at",
-            count_attempt=True,
-        )
+        with write_transaction(self._engine) as conn:
+            written = self._move(
+                conn,
+                "start_delivery",
+                round_id,
+                lease,
+                stamp="delivery_started_at",
+                count_attempt=True,
+            )
+            if mark_delivered:
+                written = self._move(conn, "mark_delivered", round_id, lease, stamp="delivered_at")
+        return self._record(written)
 
     def mark_delivered(self, round_id: str, lease: ManagedInputLease) -> ManagedInputRecord:
         return self._transition(
@@ -497,16 +498,28 @@ class SqlManagedInputStore:
         both the answer's receipt and the operation's end; the round moves to
         DELIVERED and on to RESOLVED in one transaction (both steps recorded)."""
         with write_transaction(self._engine) as conn:
-            if mark_delivered:
-                self._move(conn, "mark_delivered", round_id, lease, stamp="delivered_at")
-            return self._move(
-                conn,
-                "resolve",
-                round_id,
-                lease,
-                stamp="resolved_at",
-                operation=(operation, last) if operation is not None else None,
-            )
+            written = self._resolve(conn, round_id, lease, operation, last, mark_delivered)
+        return self._record(written)
+
+    def _resolve(
+        self,
+        conn: Connection,
+        round_id: str,
+        lease: ManagedInputLease,
+        operation: OperationResult | None,
+        last: bool,
+        mark_delivered: bool,
+    ) -> dict[str, Any]:
+        if mark_delivered:
+            self._move(conn, "mark_delivered", round_id, lease, stamp="delivered_at")
+        return self._move(
+            conn,
+            "resolve",
+            round_id,
+            lease,
+            stamp="resolved_at",
+            operation=(operation, last) if operation is not None else None,
+        )
 
     def fail(
         self,
@@ -580,7 +593,7 @@ class SqlManagedInputStore:
     ) -> ManagedInputRecord:
         """A worker's move by the round rule `method`, under its lease, in its own transaction."""
         with write_transaction(self._engine) as conn:
-            return self._move(
+            written = self._move(
                 conn,
                 method,
                 round_id,
@@ -591,6 +604,7 @@ class SqlManagedInputStore:
                 failure=failure,
                 operation=operation,
             )
+        return self._record(written)
 
     def _move(
         self,
@@ -604,8 +618,9 @@ class SqlManagedInputStore:
         count_attempt: bool = False,
         failure: tuple[str, str] | None = None,
         operation: tuple[OperationResult, bool] | None = None,
-    ) -> ManagedInputRecord:
-        """A worker's move by the round rule `method` inside the caller's transaction."""
+    ) -> dict[str, Any]:
+        """A worker's move by the round rule `method` inside the caller's transaction;
+        returns the round's new row."""
         move = self._guard(conn, ROUND_RULE[method], round_id, lease, within=within)
         row, now = move.row, move.now
         values: dict[str, Any] = {stamp: now}
@@ -620,7 +635,7 @@ class SqlManagedInputStore:
         execution_rule = EXECUTION_RULE.get(method)
         if execution_rule is not None:
             keep_execution_in_step(conn, execution_rule, row.execution_id, now)
-        return self._record(written)
+        return written
 
     def _guard(
         self,
@@ -678,6 +693,43 @@ class SQLiteManagedInputStore(SqlManagedInputStore):
             )
         )
         super().__init__(engine, clock=clock, cipher=cipher)
+
+
+@functools.cache
+def _list_query(
+    by_principal: bool,
+    by_execution: bool,
+    statuses: tuple[str, ...] | None,
+    after: bool,
+    limited: bool,
+) -> sa.Select[Any]:
+    """list_rounds' statement for one combination of filters, built once (see
+    m3grpc.storage.statements), with bind parameters for the filters' values."""
+    query = sa.select(rounds).order_by(rounds.c.created_at, rounds.c.round_id)
+    if by_principal:
+        query = query.where(
+            rounds.c.execution_id.in_(
+                sa.select(executions.c.execution_id).where(
+                    executions.c.principal == sa.bindparam("principal")
+                )
+            )
+        )
+    if by_execution:
+        query = query.where(rounds.c.execution_id == sa.bindparam("execution_id"))
+    if statuses is not None:
+        query = query.where(rounds.c.status.in_(statuses))
+    if after:
+        created_at = sa.bindparam("after_created_at", type_=rounds.c.created_at.type)
+        round_id = sa.bindparam("after_round_id", type_=rounds.c.round_id.type)
+        query = query.where(
+            sa.or_(
+                rounds.c.created_at > created_at,
+                sa.and_(rounds.c.created_at == created_at, rounds.c.round_id > round_id),
+            )
+        )
+    if limited:
+        query = query.limit(sa.bindparam("limit", type_=sa.Integer))
+    return query
 
 
 def redact_responses(record: ManagedInputRecord) -> RedactedResponses:

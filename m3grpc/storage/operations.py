@@ -14,6 +14,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from m3grpc.storage.schema import operation_results
+from m3grpc.storage.statements import INSERT_OPERATION_RESULT, SELECT_OPERATION_STORED
 from m3grpc.types import ExecutionOutcome, OperationResult
 
 
@@ -22,20 +23,20 @@ def record_operation(
 ) -> None:
     """Store `result` once per operation; `last` marks the execution's final operation."""
     exists = conn.execute(
-        sa.select(operation_results.c.seq)
-        .where(operation_results.c.execution_id == execution_id)
-        .where(operation_results.c.logical_operation_id == result.logical_operation_id)
+        SELECT_OPERATION_STORED,
+        {"execution_id": execution_id, "logical_operation_id": result.logical_operation_id},
     ).first()
     if exists is not None:
         return  # a repeated report of the same operation changes nothing
     conn.execute(
-        operation_results.insert().values(
-            execution_id=execution_id,
-            logical_operation_id=result.logical_operation_id,
-            result=result.model_dump(mode="json"),
-            last=last,
-            recorded_at=now,
-        )
+        INSERT_OPERATION_RESULT,
+        {
+            "execution_id": execution_id,
+            "logical_operation_id": result.logical_operation_id,
+            "result": result.model_dump(mode="json"),
+            "last": last,
+            "recorded_at": now,
+        },
     )
 
 

@@ -312,6 +312,16 @@ def write_round(conn: Connection, move: RoundMove, **values: Any) -> dict[str, A
     return {**row._mapping, **values}
 
 
+# The open rounds of an execution (`execution_id`), oldest first, locked.
+_OPEN_ROUNDS = (
+    sa.select(rounds)
+    .where(rounds.c.execution_id == sa.bindparam("execution_id"))
+    .where(rounds.c.status.in_(ROUND_RULE["finish_execution"].open_states()))
+    .order_by(rounds.c.created_at, rounds.c.round_id)
+    .with_for_update()
+)
+
+
 def fail_open_rounds(
     conn: Connection, execution_id: str, *, now: datetime, failure_code: str, failure_message: str
 ) -> list[str]:
@@ -319,13 +329,7 @@ def fail_open_rounds(
     nothing could deliver to them any more."""
     rule = ROUND_RULE["finish_execution"]
     # Locked (PostgreSQL), so a round cannot move between this read and its write.
-    open_rounds = conn.execute(
-        sa.select(rounds)
-        .where(rounds.c.execution_id == execution_id)
-        .where(rounds.c.status.in_(rule.open_states()))
-        .order_by(rounds.c.created_at, rounds.c.round_id)
-        .with_for_update()
-    ).all()
+    open_rounds = conn.execute(_OPEN_ROUNDS, {"execution_id": execution_id}).all()
     for row in open_rounds:
         write_round(
             conn,
@@ -410,22 +414,21 @@ def finish_execution(
     fail_open_rounds(
         conn, execution_id, now=now, failure_code=failure_code, failure_message=failure_message
     )
+    values = {
+        "lifecycle": rule.to_state.value,
+        "outcome": result.outcome.value,
+        "result": result.model_dump(mode="json"),
+        "failure_code": result.failure_code,
+        "failure_message": result.failure_message,
+        "worker_owner_id": None,
+        "worker_lease_token": None,
+        "worker_lease_expires_at": None,
+        "updated_at": now,
+        "finished_at": now,
+    }
     finished = conn.execute(
-        executions.update()
-        .where(executions.c.execution_id == execution_id)
-        .where(executions.c.lifecycle.in_(rule.open_states()))
-        .values(
-            lifecycle=rule.to_state.value,
-            outcome=result.outcome.value,
-            result=result.model_dump(mode="json"),
-            failure_code=result.failure_code,
-            failure_message=result.failure_message,
-            worker_owner_id=None,
-            worker_lease_token=None,
-            worker_lease_expires_at=None,
-            updated_at=now,
-            finished_at=now,
-        )
+        statements.update_execution(tuple(rule.open_states()), tuple(values)),
+        {"b_execution_id": execution_id, **{f"v_{k}": v for k, v in values.items()}},
     )
     if finished.rowcount != 1:
         return False

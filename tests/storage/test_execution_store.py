@@ -284,6 +284,67 @@ def test_a_failed_last_operation_fails_the_recovered_execution_with_its_code(
     assert result is not None and result.operations == (failed,)
 
 
+def _delivering_round(
+    execution_store: SqlExecutionStore, clock: ManualClock, *, delivered: bool
+) -> tuple[str, str, ManagedInputLease]:
+    """A claimed execution whose round's answer is being delivered (`delivered`:
+    a legacy answer, recorded DELIVERED with the start of its delivery)."""
+    execution_id = execution_store.create_execution({}, human_input="managed").state.execution_id
+    claimed = execution_store.claim_next(owner_id="w", lease_duration=LEASE)
+    assert claimed is not None
+    rounds_store = execution_store.managed_input_store
+    pending = make_round(execution_id, clock)
+    rounds_store.create_round(pending, lease=claimed.lease)
+    rounds_store.submit_responses(
+        pending.round_id,
+        {
+            "shipping_address": ElicitationResponse(
+                action="accept", content={"street": "1 Main", "city": "Pune"}
+            )
+        },
+        idempotency_key="k",
+    )
+    record = rounds_store.start_delivery(pending.round_id, claimed.lease, mark_delivered=delivered)
+    expected = ManagedInputStatus.DELIVERED if delivered else ManagedInputStatus.DELIVERY_STARTED
+    assert record.status is expected and record.delivery_attempts == 1
+    assert record.delivery_started_at == clock()
+    assert (record.delivered_at is not None) is delivered
+    return execution_id, pending.round_id, claimed.lease
+
+
+@pytest.mark.parametrize("delivered", [True, False], ids=["legacy", "retry-reply"])
+def test_a_legacy_answer_is_delivered_with_the_start_of_its_delivery(
+    execution_store: SqlExecutionStore, clock: ManualClock, delivered: bool
+) -> None:
+    execution_id, round_id, lease = _delivering_round(execution_store, clock, delivered=delivered)
+    rounds_store = execution_store.managed_input_store
+    if not delivered:
+        rounds_store.mark_delivered(round_id, lease)
+    record = rounds_store.resolve(round_id, lease, operation=_operation("op-0"), last=True)
+    assert record.status is ManagedInputStatus.RESOLVED and record.delivered_at == clock()
+    events = execution_store.read_events(after_seq=0, execution_id=execution_id)
+    # Both steps are recorded, whether or not they committed together.
+    assert [(e.kind, e.status) for e in events] == [
+        (EventKind.ROUND_PENDING, "pending"),
+        (EventKind.ROUND_LEFT_PENDING, "response_validated"),
+        (EventKind.ROUND_CHANGED, "delivery_started"),
+        (EventKind.ROUND_CHANGED, "delivered"),
+        (EventKind.ROUND_CHANGED, "resolved"),
+    ]
+
+
+def test_a_claim_tells_whether_more_work_is_claimable(
+    execution_store: SqlExecutionStore,
+) -> None:
+    for n in range(2):
+        execution_store.create_execution({"n": n}, human_input="fail")
+    first = execution_store.claim_next(owner_id="w", lease_duration=LEASE)
+    second = execution_store.claim_next(owner_id="w", lease_duration=LEASE)
+    assert first is not None and first.more_claimable
+    assert second is not None and not second.more_claimable
+    assert execution_store.claim_next(owner_id="w", lease_duration=LEASE) is None
+
+
 def test_sqlite_durability_settings(tmp_path: Path) -> None:
     path = tmp_path / "executions.sqlite"
     store = SQLiteExecutionStore(path)
