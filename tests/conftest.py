@@ -22,8 +22,11 @@ ROOT = Path(__file__).resolve().parents[1]
 LONG_FILES = (
     "tests/campaigns/test_crash_campaign.py",
     "tests/scenarios/test_scenarios.py",
-    "tests/api/test_storage_faults.py",
+    "tests/docs/test_snippets.py",
+    "tests/api/test_round_resume.py",
     "tests/api/test_client_install.py",
+    "tests/docker/test_compose.py",
+    "tests/api/test_storage_faults.py",
     "tests/storage/test_state_machine.py",
     "tests/ops/test_installed_wheel.py",
 )
