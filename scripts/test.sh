@@ -44,6 +44,11 @@ python3 bench/compare.py --smoke
 echo "== bench: bench/load_respond.py --smoke (concurrent Respond calls and watchers; fails on an untyped error)"
 python3 bench/load_respond.py --smoke
 
-# Last, so that its summary line closes the run.
+# Last, so that its summary line closes the run. In parallel (pytest-xdist): the tests
+# mostly wait on subprocesses and I/O, so more workers than cores pay off. --dist loadfile
+# keeps a file's tests (and its module-scoped servers) on one worker; files go out in the
+# order tests/conftest.py sets (the long ones first). M3_TEST_WORKERS=0 runs it in this
+# process alone.
 echo "== pytest"
-python3 -m pytest -q -p no:cacheprovider --durations=25 "$@"
+python3 -m pytest -q -p no:cacheprovider -n "${M3_TEST_WORKERS:-3}" --dist loadfile \
+  --no-loadscope-reorder --durations=25 "$@"

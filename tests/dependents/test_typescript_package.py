@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.api.conftest import ADDRESS, BOOKED, ROOT, ServerProcess
+from tests.support.locks import TYPESCRIPT_DIST, exclusive
 
 pytestmark = pytest.mark.node
 
@@ -81,7 +82,8 @@ def tarball(tmp_path_factory: pytest.TempPathFactory) -> Path:
     _setup()
     destination = tmp_path_factory.mktemp("pack")
     # `npm pack` runs the `prepare` script, which builds dist/ first.
-    _run([NPM, "pack", "--pack-destination", str(destination)], PACKAGE)
+    with exclusive(TYPESCRIPT_DIST):
+        _run([NPM, "pack", "--pack-destination", str(destination)], PACKAGE)
     [packed] = destination.glob("*.tgz")
     return packed
 

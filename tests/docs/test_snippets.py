@@ -39,6 +39,7 @@ import pytest
 from m3grpc.devtools.serve_process import READY_PREFIX, ServeProcess
 from tests.api.conftest import BOOKED, ROOT
 from tests.storage.conftest import POSTGRES_URL, postgres_database
+from tests.support.locks import TYPESCRIPT_DIST, exclusive
 
 DOCUMENTS = ("README.md", "clients/typescript/README.md", "clients/go/README.md")
 CODE_LANGUAGES = {"python", "bash", "sh", "shell", "ts", "typescript", "js", "go"}
@@ -300,6 +301,7 @@ def serve_for_go(context: Context) -> None:
 
 
 def _typescript_ready(context: Context) -> Path:
+    """clients/typescript built; call it holding the TYPESCRIPT_DIST lock."""
     package = ROOT / "clients" / "typescript"
     context.run(["bash", str(ROOT / "scripts" / "setup-typescript.sh")])
     context.run([shutil.which("npm") or "npm", "run", "--silent", "build"], cwd=package)
@@ -307,18 +309,22 @@ def _typescript_ready(context: Context) -> Path:
 
 
 def typescript_example(context: Context) -> None:
-    package = _typescript_ready(context)
-    code = block("clients/typescript/README.md > Example > ts[0]").code
-    assert (package / "examples" / "seed.mjs").read_text() == code
-    out = context.run(["node", "examples/seed.mjs", context.service.address], cwd=package)
+    # Built here, then run from dist/: no other worker rebuilds it in between.
+    with exclusive(TYPESCRIPT_DIST):
+        package = _typescript_ready(context)
+        code = block("clients/typescript/README.md > Example > ts[0]").code
+        assert (package / "examples" / "seed.mjs").read_text() == code
+        out = context.run(["node", "examples/seed.mjs", context.service.address], cwd=package)
     assert out.startswith("SUCCEEDED ") and BOOKED in out
 
 
 def typescript_dependency(context: Context) -> None:
-    _typescript_ready(context)
-    context.bash(
-        block("clients/typescript/README.md > Depend on it from another project > bash[0]").code
-    )
+    # The block's `npm pack` rebuilds dist/ (prepare) and packs it.
+    with exclusive(TYPESCRIPT_DIST):
+        _typescript_ready(context)
+        context.bash(
+            block("clients/typescript/README.md > Depend on it from another project > bash[0]").code
+        )
     app = context.workdir / "my-app"
     assert (app / "node_modules" / "@m3grpc" / "client" / "dist" / "index.d.ts").is_file()
     # The README's example, in that project (it is plain JavaScript as well as TypeScript).

@@ -8,6 +8,7 @@ $M3_SCENARIO_TOKEN).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -23,6 +24,7 @@ from m3grpc.api.auth import token_hash
 from m3grpc.devtools.fake_model import FAKE_API_KEY, FakeModel
 from tests.api.conftest import ServerProcess, write_config
 from tests.support.certs import Authority
+from tests.support.locks import TYPESCRIPT_DIST, exclusive
 
 ROOT = Path(__file__).resolve().parents[2]
 SCENARIOS = ROOT / "tests" / "scenarios" / "scenarios.json"
@@ -98,14 +100,17 @@ def server(
 @pytest.mark.parametrize("language", ["python", "typescript", "go"])
 def test_language_passes_every_scenario(server: Service, language: str) -> None:
     command, cwd = _driver(language, server.arguments())
-    completed = subprocess.run(
-        command,
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env={**os.environ, "PYTHONPATH": str(ROOT), **server.environment()},
-    )
+    # The TypeScript driver rebuilds clients/typescript/dist, then runs from it.
+    building = exclusive(TYPESCRIPT_DIST) if language == "typescript" else contextlib.nullcontext()
+    with building:
+        completed = subprocess.run(
+            command,
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            env={**os.environ, "PYTHONPATH": str(ROOT), **server.environment()},
+        )
     output = completed.stdout + completed.stderr
     failures = [line for line in output.splitlines() if line.startswith("FAIL ")]
     assert completed.returncode == 0 and not failures, "\n".join(failures) or output[-4000:]

@@ -23,7 +23,11 @@ def codex_binary() -> str:
 
 
 def codex_processes(codex_bin: str) -> list[int]:
-    """Live (not zombie) processes running this checkout's codex binary."""
+    """Live (not zombie) processes running this checkout's codex binary with a
+    CODEX_HOME in this process's temporary directory: the ones this test process's
+    harnesses (in process or in its subprocesses) started, not another pytest-xdist
+    worker's (tests/conftest.py gives each worker a temporary directory of its own)."""
+    homes = f"CODEX_HOME={Path(tempfile.gettempdir()) / HOME_PREFIX}".encode()
     pids: list[int] = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -31,9 +35,12 @@ def codex_processes(codex_bin: str) -> list[int]:
         try:
             cmdline = (entry / "cmdline").read_bytes().split(b"\0")
             status = (entry / "status").read_text()
+            environ = (entry / "environ").read_bytes().split(b"\0")
         except OSError:
             continue
-        if cmdline and cmdline[0] == codex_bin.encode() and "State:\tZ" not in status:
+        if not cmdline or cmdline[0] != codex_bin.encode() or "State:\tZ" in status:
+            continue
+        if any(variable.startswith(homes) for variable in environ):
             pids.append(int(entry.name))
     return pids
 

@@ -38,7 +38,9 @@ def serve_http(
     )
     url = f"http://127.0.0.1:{port}/mcp"
     try:
-        deadline = time.monotonic() + 30
+        # A bound, not a timing check: a Python start-up on a loaded machine (the suite
+        # runs in parallel workers) can take tens of seconds.
+        deadline = time.monotonic() + 120
         while True:
             assert process.poll() is None, f"the HTTP test server exited: {command}"
             try:

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.support.locks import PYTHON_BUILD, exclusive
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -27,18 +29,20 @@ def run_installed(*args: str | Path, cwd: Path | None = None) -> subprocess.Comp
 
 
 def build_wheel(dist: Path, *, cwd: Path | None = None) -> Path:
-    """This checkout's wheel, built into `dist` with the build tools already installed."""
-    run_installed(
-        sys.executable,
-        "-m",
-        "pip",
-        "wheel",
-        "-q",
-        "--no-deps",
-        "--no-build-isolation",
-        "-w",
-        dist,
-        ROOT,
-        cwd=cwd,
-    )
+    """This checkout's wheel, built into `dist` with the build tools already installed
+    (one build at a time: they all write ROOT/build)."""
+    with exclusive(PYTHON_BUILD):
+        run_installed(
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            "-w",
+            dist,
+            ROOT,
+            cwd=cwd,
+        )
     return next(dist.glob("m3grpc-*.whl"))
