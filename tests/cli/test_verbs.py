@@ -8,6 +8,8 @@ import signal
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from tests.api.conftest import ADDRESS, BOOKED, ROOT
 from tests.cli.conftest import Cli, lines
 
@@ -252,6 +254,9 @@ def test_a_url_request_is_accepted_without_content(cli: Cli) -> None:
     assert "payment authorized: 10.0" in cli.ok("result", execution_id, "--wait", "180").stdout
 
 
+# Under a loaded machine `m3grpc watch` sometimes does not exit after SIGINT (seen only
+# with other test workers running; not yet explained): run it alone.
+@pytest.mark.serial
 def test_watch_ends_on_ctrl_c_with_the_cursor_to_resume(cli: Cli) -> None:
     execution_id = cli.submit("shipping", "book_shipment")
     watcher = subprocess.Popen(
