@@ -205,10 +205,10 @@ def _operation(logical_operation_id: str, *, ok: bool = True) -> OperationResult
     )
 
 
-def _answered_round(
+def _responded_round(
     execution_store: SqlExecutionStore, clock: ManualClock
 ) -> tuple[str, str, ManagedInputLease]:
-    """A claimed execution whose round was answered and delivered."""
+    """A claimed execution whose round has a validated response."""
     execution_id = execution_store.create_execution({}, human_input="managed").state.execution_id
     claimed = execution_store.claim_next(owner_id="w", lease_duration=LEASE)
     assert claimed is not None
@@ -224,9 +224,17 @@ def _answered_round(
         },
         idempotency_key="k",
     )
-    rounds_store.start_delivery(pending.round_id, claimed.lease)
-    rounds_store.mark_delivered(pending.round_id, claimed.lease)
     return execution_id, pending.round_id, claimed.lease
+
+
+def _answered_round(
+    execution_store: SqlExecutionStore, clock: ManualClock
+) -> tuple[str, str, ManagedInputLease]:
+    """A claimed execution whose round was answered and delivered."""
+    execution_id, round_id, lease = _responded_round(execution_store, clock)
+    execution_store.managed_input_store.start_delivery(round_id, lease)
+    execution_store.managed_input_store.mark_delivered(round_id, lease)
+    return execution_id, round_id, lease
 
 
 def test_recovery_keeps_the_results_of_a_completed_execution(
@@ -289,27 +297,14 @@ def _delivering_round(
 ) -> tuple[str, str, ManagedInputLease]:
     """A claimed execution whose round's answer is being delivered (`delivered`:
     a legacy answer, recorded DELIVERED with the start of its delivery)."""
-    execution_id = execution_store.create_execution({}, human_input="managed").state.execution_id
-    claimed = execution_store.claim_next(owner_id="w", lease_duration=LEASE)
-    assert claimed is not None
+    execution_id, round_id, lease = _responded_round(execution_store, clock)
     rounds_store = execution_store.managed_input_store
-    pending = make_round(execution_id, clock)
-    rounds_store.create_round(pending, lease=claimed.lease)
-    rounds_store.submit_responses(
-        pending.round_id,
-        {
-            "shipping_address": ElicitationResponse(
-                action="accept", content={"street": "1 Main", "city": "Pune"}
-            )
-        },
-        idempotency_key="k",
-    )
-    record = rounds_store.start_delivery(pending.round_id, claimed.lease, mark_delivered=delivered)
+    record = rounds_store.start_delivery(round_id, lease, mark_delivered=delivered)
     expected = ManagedInputStatus.DELIVERED if delivered else ManagedInputStatus.DELIVERY_STARTED
     assert record.status is expected and record.delivery_attempts == 1
     assert record.delivery_started_at == clock()
     assert (record.delivered_at is not None) is delivered
-    return execution_id, pending.round_id, claimed.lease
+    return execution_id, round_id, lease
 
 
 @pytest.mark.parametrize("delivered", [True, False], ids=["legacy", "retry-reply"])
