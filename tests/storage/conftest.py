@@ -19,6 +19,7 @@ import sqlalchemy as sa
 
 from m3grpc.storage import SqlExecutionStore, SqlManagedInputStore
 from m3grpc.types import (
+    ElicitationResponse,
     FormElicitationRequest,
     ManagedInputLease,
     PendingElicitationRound,
@@ -112,6 +113,13 @@ ADDRESS_SCHEMA = {
         "email": {"type": "string", "format": "email"},
     },
     "required": ["street", "city"],
+}
+
+# A valid answer to make_round's request.
+ACCEPT = {
+    "shipping_address": ElicitationResponse(
+        action="accept", content={"street": "1 Main Street", "city": "Pune"}
+    )
 }
 
 

@@ -38,13 +38,8 @@ from m3grpc.storage.engine import (
 )
 from m3grpc.storage.group_commit import MAX_GROUP
 from m3grpc.types import ElicitationResponse, ManagedInputStatus
-from tests.storage.conftest import ManualClock, make_lease, make_round, new_execution
+from tests.storage.conftest import ACCEPT, ManualClock, make_lease, make_round, new_execution
 
-ACCEPT = {
-    "shipping_address": ElicitationResponse(
-        action="accept", content={"street": "1 Main Street", "city": "Pune"}
-    )
-}
 MISSING_CITY = {
     "shipping_address": ElicitationResponse(action="accept", content={"street": "1 Main Street"})
 }

@@ -35,13 +35,7 @@ from m3grpc.types import (
     ManagedInputLease,
     ManagedInputStatus,
 )
-from tests.storage.conftest import ManualClock, make_lease, make_round, new_execution
-
-ACCEPT = {
-    "shipping_address": ElicitationResponse(
-        action="accept", content={"street": "1 Main Street", "city": "Pune"}
-    )
-}
+from tests.storage.conftest import ACCEPT, ManualClock, make_lease, make_round, new_execution
 
 
 def _pending(
