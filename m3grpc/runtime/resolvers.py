@@ -210,7 +210,8 @@ class ManagedInputResolver:
                 round.round_index,
                 resumable=round.resume_token is not None,
                 sent_on_return=round.sent_on_return,
-                created=(created, wake),
+                created=created,
+                registered=wake,
             )
         finally:
             self._notifier.unregister(pending.round_id, wake)
@@ -222,10 +223,11 @@ class ManagedInputResolver:
         *,
         resumable: bool,
         sent_on_return: bool,
-        created: tuple[ManagedInputRecord, asyncio.Future[object]] | None = None,
+        created: ManagedInputRecord | None = None,
+        registered: asyncio.Future[object] | None = None,
     ) -> Mapping[str, ElicitationResponse]:
         """Wait for the open round's answer, then start delivering it. `created`: the
-        round this resolver just stored, and the wake-up registered before it was."""
+        round this resolver just stored; `registered`: its wake-up, registered before."""
         self.open_round_id = pending.round_id
         self._open_operation_id = pending.logical_operation_id
         self._open_resumable = resumable
@@ -246,8 +248,8 @@ class ManagedInputResolver:
         self._lifecycle.round_pending(self._execution_id, pending.round_id, round_index)
         # Wakes the kit's wait_for_pending at once (no polling in-process), with
         # the round just stored (no read back).
-        self._notifier.notify(pending_key(self._execution_id), created and created[0])
-        responses = await self._wait_without_slot(pending, created and created[1])
+        self._notifier.notify(pending_key(self._execution_id), created)
+        responses = await self._wait_without_slot(pending, registered)
         span.add_event("answered")
         # From here the answer may reach the server: the round no longer passes on.
         self._open_resumable = False
@@ -450,10 +452,9 @@ class ManagedInputResolver:
         before the round was created (it is PENDING until that fires: no first read)."""
         round_id = pending.round_id
         while True:
-            wake, unread = (registered, True) if registered is not None else (None, False)
-            registered = None
-            if wake is None:
-                wake = self._notifier.register(round_id)
+            unread = registered is not None
+            wake = registered if registered is not None else self._notifier.register(round_id)
+            registered = None  # only the first pass
             try:
                 if not unread:
                     record = await stored(self._rounds.get_round, round_id)
