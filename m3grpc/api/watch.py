@@ -11,28 +11,32 @@ or left pending after S, unless it became pending after S (then its live
 snapshot cursor resumes the rest of the same snapshot, even after a restart.
 
 `round_changed` events are internal: they are not sent but move the position.
-Live tailing wakes on every write this process commits, and on PostgreSQL on
-every write other replicas commit (LISTEN/NOTIFY); it polls the log as a
-fallback (the stream's own lifetime bounds the loop).
+Live events come from the process's one reader of the log (`event_tail`),
+which wakes on every write this process commits, and on PostgreSQL on every
+write other replicas commit (LISTEN/NOTIFY), and polls the log as a fallback
+(the stream's own lifetime bounds the loop).
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections import OrderedDict
-from collections.abc import AsyncIterator
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, Generic, TypeVar
 
+from m3grpc.api.event_tail import EventTail
 from m3grpc.api.tokens import Cursor, Keyset, cursor_token, read_cursor
 from m3grpc.runtime import EventKind, Runtime, StoredEvent
-from m3grpc.types import ExecutionStatus, ManagedInputRecord, ManagedInputStatus
+from m3grpc.types import ExecutionState, ExecutionStatus, ManagedInputRecord, ManagedInputStatus
 from m3grpc.wire import events
 from m3grpc.wire.gen.m3.v1 import execution_service_pb2
 
 _PAGE = 500
-# Pending rounds recently sent, shared by every stream of the process.
-_RECENT_ROUNDS = 4096
+# Pending rounds and finished executions recently sent, shared by every stream.
+_RECENT = 4096
 WatchEvent = execution_service_pb2.WatchPendingResponse
+K = TypeVar("K")
+V = TypeVar("V")
 
 
 class ServiceShuttingDown(Exception):
@@ -40,22 +44,41 @@ class ServiceShuttingDown(Exception):
 
 
 class PendingWatch:
-    def __init__(self, runtime: Runtime, *, poll_interval: float, shutdown: asyncio.Event) -> None:
+    def __init__(
+        self,
+        runtime: Runtime,
+        *,
+        poll_interval: float,
+        shutdown: asyncio.Event,
+        buffered_events: int = 8192,
+    ) -> None:
+        """`buffered_events`: how many of the latest events the shared reader keeps."""
         self._runtime = runtime
+        self._buffered_events = buffered_events
         self._poll_interval = poll_interval
         self._shutdown = shutdown
         # Open WatchPending streams of this process (a metrics gauge).
         self.active = 0
-        self._rounds = RecentRounds(_RECENT_ROUNDS)
+        self._rounds: RecentReads[str, ManagedInputRecord] = RecentReads(_RECENT)
+        self._finished: RecentReads[str, ExecutionState] = RecentReads(_RECENT)
+        self._tail: EventTail | None = None
 
     async def stream(
         self, execution_id: str, token: str, principal: str | None = None
     ) -> AsyncIterator[WatchEvent]:
         """`principal`: only that principal's executions (None: every execution)."""
+        if self._tail is None:
+            self._tail = EventTail(
+                self._runtime, poll_interval=self._poll_interval, keep=self._buffered_events
+            )
         self.active += 1
         try:
             stream = _Stream(
-                self._runtime, self._poll_interval, self._shutdown, principal, self._rounds
+                self._runtime,
+                self._poll_interval,
+                self._shutdown,
+                principal,
+                _Shared(self._tail, self._rounds, self._finished),
             )
             async for event in stream.run(execution_id, token):
                 yield event
@@ -63,26 +86,47 @@ class PendingWatch:
             self.active -= 1
 
 
-class RecentRounds:
-    """Rounds read for `round_pending` events, by round ID, the latest `size` kept.
+class RecentReads(Generic[K, V]):
+    """Values that never change once read (a round's `round_pending` message, a
+    finished execution's state), by key, the latest `size` kept.
 
-    Every stream that reaches a round's `round_pending` event sends the same message:
-    what it says of a round (its IDs, operation, requests, creation, deadline) never
-    changes. So N subscribers read the round once, not N times (events are read per
-    principal first, so a stream only looks up rounds it may see)."""
+    Every stream that reaches the same event sends the same message, so N
+    subscribers read it once, not N times, even when they reach it at the same
+    moment (they await the one read). Events are filtered per principal first, so
+    a stream only looks up what it may see."""
 
     def __init__(self, size: int) -> None:
         self._size = size
-        self._records: OrderedDict[str, ManagedInputRecord] = OrderedDict()
+        self._reads: OrderedDict[K, asyncio.Future[V]] = OrderedDict()
 
-    async def get(self, runtime: Runtime, round_id: str) -> ManagedInputRecord:
-        record = self._records.get(round_id)
-        if record is None:
-            record = await runtime.get_round(round_id)
-            self._records[round_id] = record
-            if len(self._records) > self._size:
-                self._records.popitem(last=False)
-        return record
+    async def get(self, key: K, read: Callable[[], Awaitable[V]]) -> V:
+        found = self._reads.get(key)
+        if found is None:
+            found = asyncio.ensure_future(read())
+            self._reads[key] = found
+            if len(self._reads) > self._size:
+                self._reads.popitem(last=False)
+        try:
+            # shield: one stream going away does not cancel the read the others await.
+            return await asyncio.shield(found)
+        except Exception:
+            if self._reads.get(key) is found:
+                del self._reads[key]  # a failed read is not remembered
+            raise
+
+
+class _Shared:
+    """What every stream of the process shares: the log's reader and the caches."""
+
+    def __init__(
+        self,
+        tail: EventTail,
+        rounds: RecentReads[str, ManagedInputRecord],
+        finished: RecentReads[str, ExecutionState],
+    ) -> None:
+        self.tail = tail
+        self.rounds = rounds
+        self.finished = finished
 
 
 class _Stream:
@@ -94,13 +138,13 @@ class _Stream:
         poll_interval: float,
         shutdown: asyncio.Event,
         principal: str | None,
-        rounds: RecentRounds,
+        shared: _Shared,
     ) -> None:
         self._runtime = runtime
         self._poll_interval = poll_interval
         self._shutdown = shutdown
         self._principal = principal
-        self._rounds = rounds
+        self._shared = shared
 
     async def run(self, execution_id: str, token: str) -> AsyncIterator[WatchEvent]:
         if execution_id:
@@ -182,37 +226,55 @@ class _Stream:
     # -- live ---------------------------------------------------------------------------
 
     async def _live(self, after: int, execution_id: str) -> AsyncIterator[WatchEvent]:
-        while True:
-            # Registered before the reads: a commit after them (this process's,
-            # or a replica's that is heard) wakes the wait below at once.
-            with self._runtime.events_waiter() as wake:
-                # Read the state before the events: a finish committed before this
-                # read is in the batch below, so ending the stream loses nothing.
-                finished = execution_id != "" and await self._finished(execution_id)
-                batch = await self._runtime.events_after(
-                    after,
-                    execution_id=execution_id or None,
-                    principal=self._principal,
-                    limit=_PAGE,
-                )
+        # Read the state before the events: a finish committed before this read is
+        # in the store after the cursor, so ending the stream once those events are
+        # read loses nothing. Such a stream reads the store, not the shared buffer,
+        # which may not have reached the finish yet.
+        finished = execution_id != "" and await self._finished(execution_id)
+        with self._shared.tail.reading():
+            while True:
+                # Taken before the reads: an advance after them wakes the wait below.
+                wake = self._shared.tail.next_advance()
+                batch, position = await self._read(after, execution_id, from_store=finished)
                 for event in batch:
-                    after = event.seq
                     message = await self._message(event, Cursor(event.seq, execution_id))
                     if message is not None:
                         yield message
                     if execution_id and event.kind is EventKind.EXECUTION_FINISHED:
                         return
+                after = position
                 if batch:
                     continue
                 if finished:
                     return  # it finished at or before the cursor
                 await self._idle(wake)
 
+    async def _read(
+        self, after: int, execution_id: str, *, from_store: bool
+    ) -> tuple[list[StoredEvent], int]:
+        """The events after `after` this stream may see, and the position they bring
+        it to: from the shared buffer when it reaches back that far, else the store."""
+        tail = self._shared.tail
+        if not from_store:
+            buffered = tail.buffered_after(
+                after, execution_id=execution_id or None, principal=self._principal, limit=_PAGE
+            )
+            if buffered is not None:
+                return buffered
+        # Every event up to the buffer's floor committed before this read began.
+        known = tail.floor or 0
+        batch = await self._runtime.events_after(
+            after, execution_id=execution_id or None, principal=self._principal, limit=_PAGE
+        )
+        if len(batch) == _PAGE:
+            return batch, batch[-1].seq
+        return batch, max(after, known, *(event.seq for event in batch[-1:]))
+
     async def _finished(self, execution_id: str) -> bool:
         state = await self._runtime.snapshot(execution_id)
         return state.lifecycle is ExecutionStatus.FINISHED
 
-    async def _idle(self, wake: asyncio.Future[object]) -> None:
+    async def _idle(self, wake: asyncio.Future[None]) -> None:
         if self._shutdown.is_set():
             raise ServiceShuttingDown
         shutdown: asyncio.Future[Any] = asyncio.ensure_future(self._shutdown.wait())
@@ -231,14 +293,20 @@ class _Stream:
     async def _message(self, event: StoredEvent, position: Cursor) -> WatchEvent | None:
         token = cursor_token(position)
         if event.kind is EventKind.ROUND_PENDING and event.round_id is not None:
-            record = await self._rounds.get(self._runtime, event.round_id)
+            round_id = event.round_id
+            record = await self._shared.rounds.get(
+                round_id, lambda: self._runtime.get_round(round_id)
+            )
             return events.round_pending_message(token, record)
         if event.kind is EventKind.ROUND_LEFT_PENDING and event.round_id is not None:
             return events.round_left_pending_message(
                 token, event.round_id, event.execution_id, event.status
             )
         if event.kind is EventKind.EXECUTION_FINISHED:
-            state = await self._runtime.snapshot(event.execution_id)
+            finished_id = event.execution_id
+            state = await self._shared.finished.get(
+                finished_id, lambda: self._runtime.snapshot(finished_id)
+            )
             return events.execution_finished_message(token, state)
         return None  # round_changed: internal
 

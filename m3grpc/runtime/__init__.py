@@ -8,7 +8,7 @@ from m3grpc.harness.codex import CodexSettings
 from m3grpc.harness.discovery import ListedTool, ToolListing, list_tools
 from m3grpc.runtime.facade import Runtime, default_harnesses
 from m3grpc.runtime.worker import WorkerSettings
-from m3grpc.storage import EventKind, SqlExecutionStore, StoredEvent
+from m3grpc.storage import EventKind, OwnedEvent, SqlExecutionStore, StoredEvent
 from m3grpc.storage.encryption import load_cipher
 from m3grpc.storage.engine import faults_reported_by_caller
 from m3grpc.storage.inspection import inspect_database
@@ -19,6 +19,7 @@ __all__ = [
     "CodexSettings",
     "EventKind",
     "ListedTool",
+    "OwnedEvent",
     "Runtime",
     "SchemaState",
     "SchemaStatus",

@@ -41,6 +41,7 @@ from m3grpc.runtime.submission import spec_document, validate_submission
 from m3grpc.runtime.worker import WorkerPool, WorkerSettings
 from m3grpc.storage import (
     CreatedExecution,
+    OwnedEvent,
     ResponseSubmission,
     SqlExecutionStore,
     StoredEvent,
@@ -452,6 +453,10 @@ class Runtime:
             principal=principal,
             limit=limit,
         )
+
+    async def owned_events_after(self, after_seq: int, *, limit: int = 500) -> list[OwnedEvent]:
+        """Every execution's events after `after_seq`, each with its execution's principal."""
+        return await offload(self.store.read_owned_events, after_seq=after_seq, limit=limit)
 
     def notify_events(self) -> None:
         if self._notifier is not None:

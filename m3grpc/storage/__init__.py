@@ -1,6 +1,6 @@
 """Durable storage of executions and managed-input rounds (SQLAlchemy: SQLite, PostgreSQL)."""
 
-from m3grpc.storage.events import EventKind, StoredEvent
+from m3grpc.storage.events import EventKind, OwnedEvent, StoredEvent
 from m3grpc.storage.executions import (
     ClaimedExecution,
     CreatedExecution,
@@ -33,6 +33,7 @@ __all__ = [
     "ManagedInputRecord",
     "ManagedInputStatus",
     "ManagedInputStore",
+    "OwnedEvent",
     "RedactedResponses",
     "ResponseSubmission",
     "SQLiteExecutionStore",

@@ -40,6 +40,15 @@ class StoredEvent:
     created_at: datetime
 
 
+@dataclass(frozen=True)
+class OwnedEvent:
+    """An event with the principal that submitted its execution (None: no principal),
+    so a reader of the whole log can tell which callers may see it."""
+
+    event: StoredEvent
+    principal: str | None
+
+
 def append_event(
     conn: Connection,
     kind: EventKind,
@@ -92,6 +101,33 @@ def read_events(
             round_id=row.round_id,
             status=row.status,
             created_at=row.created_at,
+        )
+        for row in conn.execute(query)
+    ]
+
+
+def read_owned_events(conn: Connection, *, after_seq: int, limit: int) -> list[OwnedEvent]:
+    """Every execution's events after `after_seq`, each with its execution's principal."""
+    query = (
+        sa.select(events, executions.c.principal)
+        .select_from(
+            events.outerjoin(executions, events.c.execution_id == executions.c.execution_id)
+        )
+        .where(events.c.seq > after_seq)
+        .order_by(events.c.seq)
+        .limit(limit)
+    )
+    return [
+        OwnedEvent(
+            StoredEvent(
+                seq=row.seq,
+                kind=EventKind(row.kind),
+                execution_id=row.execution_id,
+                round_id=row.round_id,
+                status=row.status,
+                created_at=row.created_at,
+            ),
+            row.principal,
         )
         for row in conn.execute(query)
     ]

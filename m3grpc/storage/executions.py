@@ -48,9 +48,11 @@ from m3grpc.storage.engine import (
     write_transaction,
 )
 from m3grpc.storage.events import (
+    OwnedEvent,
     StoredEvent,
     last_seq,
     read_events,
+    read_owned_events,
 )
 from m3grpc.storage.handover import adopt_rounds, release_execution
 from m3grpc.storage.identifiers import require_identifier
@@ -684,6 +686,11 @@ class SqlExecutionStore:
                 principal=principal,
                 limit=limit,
             )
+
+    def read_owned_events(self, *, after_seq: int, limit: int = 500) -> list[OwnedEvent]:
+        """Every execution's events after `after_seq`, with their executions' principals."""
+        with read_transaction(self._engine) as conn:
+            return read_owned_events(conn, after_seq=after_seq, limit=limit)
 
     # -- tenant isolation ----------------------------------------------------------
 

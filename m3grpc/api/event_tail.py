@@ -1,0 +1,136 @@
+"""One reader of the event log for every WatchPending stream of the process.
+
+Each stream used to read the log itself after every commit: with N subscribers,
+N reads per commit, queued on the store's threads behind the writes, so under a
+burst of rounds the subscribers fell seconds behind. Here one task reads the log
+once per wake-up (a commit of this process, another replica's commit when heard,
+or the polling interval) and keeps the latest events in memory, each with its
+execution's principal; streams filter that buffer without touching the store.
+
+A stream whose position is older than the buffer (a cursor from long ago, or a
+stream that started before the reader did) reads the store itself until it
+reaches the buffer. The reader runs only while a stream is open.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import contextlib
+import logging
+from collections.abc import Iterator
+
+from m3grpc.runtime import OwnedEvent, Runtime, StoredEvent
+
+log = logging.getLogger(__name__)
+
+_PAGE = 500
+
+
+class EventTail:
+    def __init__(self, runtime: Runtime, *, poll_interval: float, keep: int = 8192) -> None:
+        self._runtime = runtime
+        self._poll_interval = poll_interval
+        self._keep = keep
+        # Every event with floor < seq <= head, in order (None: not reading yet).
+        self._seqs: list[int] = []
+        self._events: list[OwnedEvent] = []
+        self._floor: int | None = None
+        self._head: int | None = None
+        self._advanced: asyncio.Future[None] | None = None
+        self._readers = 0
+        self._task: asyncio.Task[None] | None = None
+
+    @contextlib.contextmanager
+    def reading(self) -> Iterator[None]:
+        """While inside, the log is read: a stream holds this for its lifetime."""
+        self._readers += 1
+        if self._task is None or self._task.done():
+            self._task = asyncio.create_task(self._loop(), name="m3-event-tail")
+        try:
+            yield
+        finally:
+            self._readers -= 1
+            if self._readers == 0 and self._task is not None:
+                # Nobody reads: stop, and start afresh from the log's end next time.
+                self._task.cancel()
+                self._task = None
+                self._floor = self._head = None
+                self._seqs, self._events = [], []
+
+    @property
+    def floor(self) -> int | None:
+        """Every event up to this seq was committed before the buffer began (None: not
+        reading yet), so a store read started now sees all of them."""
+        return self._floor
+
+    def next_advance(self) -> asyncio.Future[None]:
+        """Resolved when the buffer next gains events (take it before reading)."""
+        if self._advanced is None:
+            self._advanced = asyncio.get_running_loop().create_future()
+        return self._advanced
+
+    def buffered_after(
+        self, after: int, *, execution_id: str | None, principal: str | None, limit: int
+    ) -> tuple[list[StoredEvent], int] | None:
+        """The buffered events after `after` a stream may see (at most `limit`), and
+        the position they bring it to; None if the buffer does not reach back to
+        `after` (then read the store)."""
+        if self._floor is None or self._head is None or after < self._floor:
+            return None
+        start = bisect.bisect_right(self._seqs, after)
+        found: list[StoredEvent] = []
+        position = max(after, self._head)
+        for owned in self._events[start:]:
+            event = owned.event
+            if execution_id is not None and event.execution_id != execution_id:
+                continue
+            if principal is not None and owned.principal != principal:
+                continue
+            found.append(event)
+            if len(found) == limit:
+                position = event.seq
+                break
+        return found, position
+
+    async def _loop(self) -> None:
+        failing = False
+        while True:
+            with self._runtime.events_waiter() as wake:
+                try:
+                    grew = await self._read()
+                except asyncio.CancelledError:
+                    raise
+                except Exception:  # the database may be briefly unavailable
+                    if not failing:
+                        log.exception("reading the event log failed; retrying")
+                    failing = True
+                    grew = False
+                else:
+                    failing = False
+                if grew:
+                    continue  # a full page: there may be more
+                await asyncio.wait({wake}, timeout=self._runtime.poll_interval(self._poll_interval))
+
+    async def _read(self) -> bool:
+        """Reads one page after the head; True if it was full."""
+        if self._head is None:
+            self._head = self._floor = await self._runtime.last_event_seq()
+            self._wake_streams()
+        page = await self._runtime.owned_events_after(self._head, limit=_PAGE)
+        if not page:
+            return False
+        self._seqs.extend(owned.event.seq for owned in page)
+        self._events.extend(page)
+        self._head = page[-1].event.seq
+        if len(self._events) > self._keep:
+            drop = len(self._events) - self._keep
+            self._floor = self._seqs[drop - 1]
+            del self._seqs[:drop], self._events[:drop]
+        self._wake_streams()
+        return len(page) == _PAGE
+
+    def _wake_streams(self) -> None:
+        advanced, self._advanced = self._advanced, None
+        if advanced is not None:
+            advanced.set_result(None)

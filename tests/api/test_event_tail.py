@@ -1,0 +1,187 @@
+"""WatchPending streams of one process share one reader of the event log
+(`m3grpc/api/event_tail.py`): every stream still gets every event it may see,
+exactly once and in order, while the store is read once per wake-up rather than
+once per stream; a stream behind the shared buffer reads the store until it
+catches up. In-process, on a real SQLite file and a real Streamable HTTP MCP server."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+from m3grpc import AsyncExecutionHandle, AsyncMCPTestKit, ElicitationResponse, HttpServer
+from m3grpc.api.watch import PendingWatch, ServiceShuttingDown, WatchEvent
+from m3grpc.storage import SQLiteExecutionStore
+from m3grpc.types import ExecutionOutcome, FormElicitationRequest
+from tests.support.mcp_processes import http_mcp_server
+
+ADDRESS = ElicitationResponse(action="accept", content={"street": "1 Main Street", "city": "Pune"})
+YES = ElicitationResponse(action="accept", content={"confirm": True})
+STREAMS = 12
+Key = tuple[str, ...]
+
+
+def key(event: WatchEvent) -> Key:
+    kind = event.WhichOneof("event")
+    if kind == "round_pending":
+        return ("pending", event.round_pending.execution_id, event.round_pending.round_id)
+    if kind == "round_left_pending":
+        left = event.round_left_pending
+        return ("left", left.execution_id, left.round_id)
+    return ("finished", event.execution_finished.execution_id)
+
+
+class Reader:
+    """Reads one stream into a list, in a task of its own."""
+
+    def __init__(self, stream: AsyncIterator[WatchEvent]) -> None:
+        self.events: list[WatchEvent] = []
+        self.task = asyncio.ensure_future(self._read(stream))
+
+    async def _read(self, stream: AsyncIterator[WatchEvent]) -> None:
+        with contextlib.suppress(ServiceShuttingDown):  # how each test ends its streams
+            async for event in stream:
+                self.events.append(event)
+
+    @property
+    def keys(self) -> list[Key]:
+        return [key(event) for event in self.events]
+
+
+async def until(probe: Any, what: str) -> None:
+    for _ in range(1200):  # bounded: at most 60 s
+        if probe():
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+async def submit(kit: AsyncMCPTestKit, binding: HttpServer) -> AsyncExecutionHandle:
+    agent = kit.agents([{"harness": "scripted", "models": []}])[0]
+    return await agent.submit(
+        "Book the shipment.",
+        server=binding,
+        tools=["shipping:book_confirmed_shipment"],
+        human_input="managed",
+    )
+
+
+async def answer_to_the_end(handle: AsyncExecutionHandle) -> str:
+    """Answers each of the execution's rounds (two) through the kit; waits for its finish."""
+    async for pending in handle.pending_rounds():
+        answers = {}
+        for request_key, request in pending.requests.items():
+            assert isinstance(request, FormElicitationRequest)
+            fields = request.requested_schema["properties"]
+            answers[request_key] = YES if "confirm" in fields else ADDRESS
+        await handle.respond_elicitation(
+            pending.round_id, answers, idempotency_key=f"k-{pending.round_id}"
+        )
+    result = await handle.result(timeout=60)
+    assert result.outcome is ExecutionOutcome.SUCCEEDED
+    return handle.execution_id
+
+
+async def run_execution(kit: AsyncMCPTestKit, binding: HttpServer) -> str:
+    return await answer_to_the_end(await submit(kit, binding))
+
+
+def expected_keys(execution_id: str, events: list[Key]) -> list[Key]:
+    return [event for event in events if event[1] == execution_id]
+
+
+def test_streams_share_one_read_of_the_log(tmp_path: Path) -> None:
+    async def scenario(url: str) -> None:
+        store = SQLiteExecutionStore(tmp_path / "m3.sqlite")
+        shutdown = asyncio.Event()
+        try:
+            # The poll interval is far above the test's length: streams move on wake-ups.
+            async with AsyncMCPTestKit(store=store, env={}, poll_interval=30.0) as kit:
+                binding = HttpServer(name="shipping", url=url, protocol="legacy")
+                watch = PendingWatch(kit.runtime, poll_interval=30.0, shutdown=shutdown)
+                readers = [Reader(watch.stream("", "")) for _ in range(STREAMS)]
+                stranger = Reader(watch.stream("", "", principal="someone-else"))
+                await until(lambda: watch.active == STREAMS + 1, "the streams to open")
+
+                first = await run_execution(kit, binding)
+                await until(
+                    lambda: all(("finished", first) in r.keys for r in readers), "the first"
+                )
+                # From here on every stream is served from the shared buffer.
+                store_reads = 0
+                read_store = kit.runtime.events_after
+
+                async def counted(*args: Any, **kwargs: Any) -> Any:
+                    nonlocal store_reads
+                    store_reads += 1
+                    return await read_store(*args, **kwargs)
+
+                kit.runtime.events_after = counted  # type: ignore[method-assign]
+                handle = await submit(kit, binding)
+                filtered = Reader(watch.stream(handle.execution_id, ""))
+                later = [await answer_to_the_end(handle), await run_execution(kit, binding)]
+                await until(
+                    lambda: all(("finished", later[-1]) in r.keys for r in readers), "the rest"
+                )
+                await asyncio.wait_for(filtered.task, 60)  # it ends with its execution
+
+                seen = readers[0].keys
+                for execution_id in (first, *later):
+                    mine = expected_keys(execution_id, seen)
+                    # Two rounds, each pending then left pending, then the finish.
+                    assert [k[0] for k in mine] == [
+                        "pending",
+                        "left",
+                        "pending",
+                        "left",
+                        "finished",
+                    ], mine
+                for reader in readers:
+                    assert reader.keys == seen  # the same events, once each, in order
+                assert filtered.keys == expected_keys(later[0], seen)
+                assert stranger.events == []  # another principal sees none of them
+                assert store_reads == 0
+                shutdown.set()
+                await asyncio.wait_for(asyncio.gather(*(r.task for r in (*readers, stranger))), 30)
+                assert watch.active == 0
+        finally:
+            store.close()
+
+    with http_mcp_server("shipping", "legacy") as url:
+        asyncio.run(asyncio.wait_for(scenario(url), 180))
+
+
+def test_a_stream_behind_the_buffer_reads_the_store_until_it_catches_up(tmp_path: Path) -> None:
+    async def scenario(url: str) -> None:
+        store = SQLiteExecutionStore(tmp_path / "m3.sqlite")
+        shutdown = asyncio.Event()
+        try:
+            async with AsyncMCPTestKit(store=store, env={}, poll_interval=30.0) as kit:
+                binding = HttpServer(name="shipping", url=url, protocol="legacy")
+                # A buffer of two events: far less than three executions write.
+                watch = PendingWatch(
+                    kit.runtime, poll_interval=30.0, shutdown=shutdown, buffered_events=2
+                )
+                live = Reader(watch.stream("", ""))
+                await until(lambda: watch.active == 1, "the stream to open")
+                executions = [await run_execution(kit, binding) for _ in range(2)]
+                await until(lambda: ("finished", executions[-1]) in live.keys, "the finish")
+                # Resume from the first event's cursor while the live stream stays open:
+                # the events after it are older than the buffer.
+                resumed = Reader(watch.stream("", live.events[0].cursor))
+                executions.append(await run_execution(kit, binding))
+                await until(lambda: ("finished", executions[-1]) in live.keys, "the last")
+                await until(lambda: ("finished", executions[-1]) in resumed.keys, "resumed")
+                assert len(live.keys) == 15
+                assert resumed.keys == live.keys[1:]
+                shutdown.set()
+                await asyncio.wait_for(asyncio.gather(live.task, resumed.task), 30)
+                assert watch.active == 0
+        finally:
+            store.close()
+
+    with http_mcp_server("shipping", "legacy") as url:
+        asyncio.run(asyncio.wait_for(scenario(url), 180))
