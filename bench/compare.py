@@ -1051,7 +1051,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--scale-generation", default="legacy", choices=["legacy", "mrtr"])
     parser.add_argument(
-        "--watchers", type=int, default=4, help="scale mode: WatchPending subscribers (4)"
+        "--watchers", type=int, default=50, help="scale mode: WatchPending subscribers (50)"
     )
     parser.add_argument("--get-pending-calls", type=int, default=200)
     parser.add_argument(

@@ -20,6 +20,7 @@ write other replicas commit (LISTEN/NOTIFY), and polls the log as a fallback
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, Generic, TypeVar
@@ -61,6 +62,7 @@ class PendingWatch:
         self.active = 0
         self._rounds: RecentReads[str, ManagedInputRecord] = RecentReads(_RECENT)
         self._finished: RecentReads[str, ExecutionState] = RecentReads(_RECENT)
+        self._messages: RecentReads[tuple[int, str], WatchEvent | None] = RecentReads(_RECENT)
         self._tail: EventTail | None = None
 
     async def stream(
@@ -78,7 +80,7 @@ class PendingWatch:
                 self._poll_interval,
                 self._shutdown,
                 principal,
-                _Shared(self._tail, self._rounds, self._finished),
+                _Shared(self._tail, self._rounds, self._finished, self._messages),
             )
             async for event in stream.run(execution_id, token):
                 yield event
@@ -123,10 +125,14 @@ class _Shared:
         tail: EventTail,
         rounds: RecentReads[str, ManagedInputRecord],
         finished: RecentReads[str, ExecutionState],
+        messages: RecentReads[tuple[int, str], WatchEvent | None],
     ) -> None:
         self.tail = tail
         self.rounds = rounds
         self.finished = finished
+        # A live event's message by (seq, the stream's execution filter): the same
+        # for every stream with that filter, so built once, not once per stream.
+        self.messages = messages
 
 
 class _Stream:
@@ -237,7 +243,10 @@ class _Stream:
                 wake = self._shared.tail.next_advance()
                 batch, position = await self._read(after, execution_id, from_store=finished)
                 for event in batch:
-                    message = await self._message(event, Cursor(event.seq, execution_id))
+                    message = await self._shared.messages.get(
+                        (event.seq, execution_id),
+                        functools.partial(self._message, event, Cursor(event.seq, execution_id)),
+                    )
                     if message is not None:
                         yield message
                     if execution_id and event.kind is EventKind.EXECUTION_FINISHED:
