@@ -222,6 +222,11 @@ class Tally:
 
     def failed(self, exc: BaseException, step: str | None = None) -> None:
         text = f"{type(exc).__name__}: {exc}"
+        cause = exc.__cause__
+        while cause is not None and not hasattr(cause, "debug_error_string"):
+            cause = cause.__cause__
+        if cause is not None:  # a failed gRPC call: what the transport said
+            text += f" ({cause.debug_error_string()})"  # type: ignore[attr-defined]
         with self._lock:
             self.failures.append(f"{step}: {text}" if step else text)
 
