@@ -5,9 +5,10 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Connection, Row
 
 from m3grpc.storage.changes import Change, announce
 from m3grpc.storage.schema import events, executions
@@ -93,17 +94,7 @@ def read_events(
                 sa.select(executions.c.execution_id).where(executions.c.principal == principal)
             )
         )
-    return [
-        StoredEvent(
-            seq=row.seq,
-            kind=EventKind(row.kind),
-            execution_id=row.execution_id,
-            round_id=row.round_id,
-            status=row.status,
-            created_at=row.created_at,
-        )
-        for row in conn.execute(query)
-    ]
+    return [_stored_event(row) for row in conn.execute(query)]
 
 
 def read_owned_events(conn: Connection, *, after_seq: int, limit: int) -> list[OwnedEvent]:
@@ -117,20 +108,18 @@ def read_owned_events(conn: Connection, *, after_seq: int, limit: int) -> list[O
         .order_by(events.c.seq)
         .limit(limit)
     )
-    return [
-        OwnedEvent(
-            StoredEvent(
-                seq=row.seq,
-                kind=EventKind(row.kind),
-                execution_id=row.execution_id,
-                round_id=row.round_id,
-                status=row.status,
-                created_at=row.created_at,
-            ),
-            row.principal,
-        )
-        for row in conn.execute(query)
-    ]
+    return [OwnedEvent(_stored_event(row), row.principal) for row in conn.execute(query)]
+
+
+def _stored_event(row: Row[Any]) -> StoredEvent:
+    return StoredEvent(
+        seq=row.seq,
+        kind=EventKind(row.kind),
+        execution_id=row.execution_id,
+        round_id=row.round_id,
+        status=row.status,
+        created_at=row.created_at,
+    )
 
 
 def last_seq(conn: Connection) -> int:

@@ -89,66 +89,77 @@ async def run_execution(kit: AsyncMCPTestKit, binding: HttpServer) -> str:
     return await answer_to_the_end(await submit(kit, binding))
 
 
+@contextlib.asynccontextmanager
+async def watching(
+    tmp_path: Path, url: str, *, buffered_events: int = 8192
+) -> AsyncIterator[tuple[AsyncMCPTestKit, HttpServer, PendingWatch, asyncio.Event]]:
+    """A kit on a real SQLite file, a legacy binding to `url`, and a PendingWatch on the
+    kit's runtime (with its shutdown event, which ends its streams)."""
+    store = SQLiteExecutionStore(tmp_path / "m3.sqlite")
+    try:
+        # The poll interval is far above a test's length: streams move on wake-ups.
+        async with AsyncMCPTestKit(store=store, env={}, poll_interval=30.0) as kit:
+            binding = HttpServer(name="shipping", url=url, protocol="legacy")
+            shutdown = asyncio.Event()
+            watch = PendingWatch(
+                kit.runtime,
+                poll_interval=30.0,
+                shutdown=shutdown,
+                buffered_events=buffered_events,
+            )
+            yield kit, binding, watch, shutdown
+    finally:
+        store.close()
+
+
 def expected_keys(execution_id: str, events: list[Key]) -> list[Key]:
     return [event for event in events if event[1] == execution_id]
 
 
 def test_streams_share_one_read_of_the_log(tmp_path: Path) -> None:
     async def scenario(url: str) -> None:
-        store = SQLiteExecutionStore(tmp_path / "m3.sqlite")
-        shutdown = asyncio.Event()
-        try:
-            # The poll interval is far above the test's length: streams move on wake-ups.
-            async with AsyncMCPTestKit(store=store, env={}, poll_interval=30.0) as kit:
-                binding = HttpServer(name="shipping", url=url, protocol="legacy")
-                watch = PendingWatch(kit.runtime, poll_interval=30.0, shutdown=shutdown)
-                readers = [Reader(watch.stream("", "")) for _ in range(STREAMS)]
-                stranger = Reader(watch.stream("", "", principal="someone-else"))
-                await until(lambda: watch.active == STREAMS + 1, "the streams to open")
+        async with watching(tmp_path, url) as (kit, binding, watch, shutdown):
+            readers = [Reader(watch.stream("", "")) for _ in range(STREAMS)]
+            stranger = Reader(watch.stream("", "", principal="someone-else"))
+            await until(lambda: watch.active == STREAMS + 1, "the streams to open")
 
-                first = await run_execution(kit, binding)
-                await until(
-                    lambda: all(("finished", first) in r.keys for r in readers), "the first"
-                )
-                # From here on every stream is served from the shared buffer.
-                store_reads = 0
-                read_store = kit.runtime.events_after
+            first = await run_execution(kit, binding)
+            await until(lambda: all(("finished", first) in r.keys for r in readers), "the first")
+            # From here on every stream is served from the shared buffer.
+            store_reads = 0
+            read_store = kit.runtime.events_after
 
-                async def counted(*args: Any, **kwargs: Any) -> Any:
-                    nonlocal store_reads
-                    store_reads += 1
-                    return await read_store(*args, **kwargs)
+            async def counted(*args: Any, **kwargs: Any) -> Any:
+                nonlocal store_reads
+                store_reads += 1
+                return await read_store(*args, **kwargs)
 
-                kit.runtime.events_after = counted  # type: ignore[method-assign]
-                handle = await submit(kit, binding)
-                filtered = Reader(watch.stream(handle.execution_id, ""))
-                later = [await answer_to_the_end(handle), await run_execution(kit, binding)]
-                await until(
-                    lambda: all(("finished", later[-1]) in r.keys for r in readers), "the rest"
-                )
-                await asyncio.wait_for(filtered.task, 60)  # it ends with its execution
+            kit.runtime.events_after = counted  # type: ignore[method-assign]
+            handle = await submit(kit, binding)
+            filtered = Reader(watch.stream(handle.execution_id, ""))
+            later = [await answer_to_the_end(handle), await run_execution(kit, binding)]
+            await until(lambda: all(("finished", later[-1]) in r.keys for r in readers), "the rest")
+            await asyncio.wait_for(filtered.task, 60)  # it ends with its execution
 
-                seen = readers[0].keys
-                for execution_id in (first, *later):
-                    mine = expected_keys(execution_id, seen)
-                    # Two rounds, each pending then left pending, then the finish.
-                    assert [k[0] for k in mine] == [
-                        "pending",
-                        "left",
-                        "pending",
-                        "left",
-                        "finished",
-                    ], mine
-                for reader in readers:
-                    assert reader.keys == seen  # the same events, once each, in order
-                assert filtered.keys == expected_keys(later[0], seen)
-                assert stranger.events == []  # another principal sees none of them
-                assert store_reads == 0
-                shutdown.set()
-                await asyncio.wait_for(asyncio.gather(*(r.task for r in (*readers, stranger))), 30)
-                assert watch.active == 0
-        finally:
-            store.close()
+            seen = readers[0].keys
+            for execution_id in (first, *later):
+                mine = expected_keys(execution_id, seen)
+                # Two rounds, each pending then left pending, then the finish.
+                assert [k[0] for k in mine] == [
+                    "pending",
+                    "left",
+                    "pending",
+                    "left",
+                    "finished",
+                ], mine
+            for reader in readers:
+                assert reader.keys == seen  # the same events, once each, in order
+            assert filtered.keys == expected_keys(later[0], seen)
+            assert stranger.events == []  # another principal sees none of them
+            assert store_reads == 0
+            shutdown.set()
+            await asyncio.wait_for(asyncio.gather(*(r.task for r in (*readers, stranger))), 30)
+            assert watch.active == 0
 
     with http_mcp_server("shipping", "legacy") as url:
         asyncio.run(asyncio.wait_for(scenario(url), 180))
@@ -156,32 +167,23 @@ def test_streams_share_one_read_of_the_log(tmp_path: Path) -> None:
 
 def test_a_stream_behind_the_buffer_reads_the_store_until_it_catches_up(tmp_path: Path) -> None:
     async def scenario(url: str) -> None:
-        store = SQLiteExecutionStore(tmp_path / "m3.sqlite")
-        shutdown = asyncio.Event()
-        try:
-            async with AsyncMCPTestKit(store=store, env={}, poll_interval=30.0) as kit:
-                binding = HttpServer(name="shipping", url=url, protocol="legacy")
-                # A buffer of two events: far less than three executions write.
-                watch = PendingWatch(
-                    kit.runtime, poll_interval=30.0, shutdown=shutdown, buffered_events=2
-                )
-                live = Reader(watch.stream("", ""))
-                await until(lambda: watch.active == 1, "the stream to open")
-                executions = [await run_execution(kit, binding) for _ in range(2)]
-                await until(lambda: ("finished", executions[-1]) in live.keys, "the finish")
-                # Resume from the first event's cursor while the live stream stays open:
-                # the events after it are older than the buffer.
-                resumed = Reader(watch.stream("", live.events[0].cursor))
-                executions.append(await run_execution(kit, binding))
-                await until(lambda: ("finished", executions[-1]) in live.keys, "the last")
-                await until(lambda: ("finished", executions[-1]) in resumed.keys, "resumed")
-                assert len(live.keys) == 15
-                assert resumed.keys == live.keys[1:]
-                shutdown.set()
-                await asyncio.wait_for(asyncio.gather(live.task, resumed.task), 30)
-                assert watch.active == 0
-        finally:
-            store.close()
+        # A buffer of two events: far less than three executions write.
+        async with watching(tmp_path, url, buffered_events=2) as (kit, binding, watch, shutdown):
+            live = Reader(watch.stream("", ""))
+            await until(lambda: watch.active == 1, "the stream to open")
+            executions = [await run_execution(kit, binding) for _ in range(2)]
+            await until(lambda: ("finished", executions[-1]) in live.keys, "the finish")
+            # Resume from the first event's cursor while the live stream stays open:
+            # the events after it are older than the buffer.
+            resumed = Reader(watch.stream("", live.events[0].cursor))
+            executions.append(await run_execution(kit, binding))
+            await until(lambda: ("finished", executions[-1]) in live.keys, "the last")
+            await until(lambda: ("finished", executions[-1]) in resumed.keys, "resumed")
+            assert len(live.keys) == 15
+            assert resumed.keys == live.keys[1:]
+            shutdown.set()
+            await asyncio.wait_for(asyncio.gather(live.task, resumed.task), 30)
+            assert watch.active == 0
 
     with http_mcp_server("shipping", "legacy") as url:
         asyncio.run(asyncio.wait_for(scenario(url), 180))
