@@ -42,9 +42,7 @@ def test_the_shared_validator_still_checks_content() -> None:
     compiled = validator(SCHEMA)
 
     assert list(compiled.iter_errors({"result": "booked"})) == []
-    assert [e.message for e in compiled.iter_errors({"result": 3})] == [
-        "3 is not of type 'string'"
-    ]
+    assert [e.message for e in compiled.iter_errors({"result": 3})] == ["3 is not of type 'string'"]
 
 
 def test_an_invalid_schema_fails_every_time() -> None:
