@@ -53,6 +53,8 @@ SERVER_ONLY = {
     "anyio",
     "httpx",
     "httpx2",
+    "httpcore2",
+    "referencing",
     "grpc_health",
     "grpc_reflection",
     "prometheus_client",

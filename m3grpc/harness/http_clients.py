@@ -5,6 +5,8 @@ certificates (tens of milliseconds of CPU), even for a plain `http://` URL; one 
 execution made that most of an execution's cost. Every session still gets its own
 client (its own connections and cookies, closed with the session), but all of them
 share one SSL context per process, so a client costs next to nothing to build.
+Without proxies in the environment its connections run on asyncio's streams
+(`asyncio_network`) rather than httpx2's AnyIO backend.
 
 It also remembers a 2026-07-28 server's `server/discover` answer per (URL, headers), so
 later sessions adopt it instead of asking again (the SDK's `prior_discover`); the harness
@@ -18,10 +20,13 @@ from __future__ import annotations
 
 import ssl
 import threading
+import urllib.request
 from collections.abc import Mapping
 
 import httpx2
 from mcp_types import DiscoverResult
+
+from m3grpc.harness.asyncio_network import AsyncioTransport
 
 # Connect/write/pool timeout for Streamable HTTP; reads never time out (see above).
 HTTP_TIMEOUT_SECONDS = 30.0
@@ -50,10 +55,14 @@ class HttpClients:
 
     def client(self, headers: Mapping[str, str]) -> httpx2.AsyncClient:
         """A new client for one session; the caller closes it."""
+        timeout = httpx2.Timeout(HTTP_TIMEOUT_SECONDS, read=None)
+        context = shared_ssl_context()
+        if urllib.request.getproxies():
+            # httpx2 routes through the environment's proxies (its own transports).
+            return httpx2.AsyncClient(headers=dict(headers), timeout=timeout, verify=context)
+        # Direct connections on asyncio's streams (see asyncio_network).
         return httpx2.AsyncClient(
-            headers=dict(headers),
-            timeout=httpx2.Timeout(HTTP_TIMEOUT_SECONDS, read=None),
-            verify=shared_ssl_context(),
+            headers=dict(headers), timeout=timeout, transport=AsyncioTransport(context)
         )
 
     def discovered(self, url: str, headers: Mapping[str, str]) -> DiscoverResult | None:

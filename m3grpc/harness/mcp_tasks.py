@@ -20,6 +20,8 @@ result, cancel) is driven by the scripted harness with `send_raw`.
 
 from __future__ import annotations
 
+import functools
+import json
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AsyncExitStack
@@ -28,6 +30,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 import anyio
+from jsonschema.exceptions import SchemaError
+from jsonschema.validators import validator_for
 from mcp import Client, MCPError
 from mcp.client.session import ClientRequestContext, ClientSession
 from mcp.shared.dispatcher import DispatchContext
@@ -49,6 +53,7 @@ from mcp_types import (
     TasksListCapability,
     TaskStatus,
 )
+from referencing import Registry
 
 # The `_meta` key that ties a message to a task (2025-11-25).
 RELATED_TASK_META = "io.modelcontextprotocol/related-task"
@@ -56,6 +61,8 @@ TASKS_PROTOCOL = "2025-11-25"
 TERMINAL_STATUSES: frozenset[str] = frozenset({"completed", "failed", "cancelled"})
 # How often the server is told to poll a client task, in milliseconds.
 CLIENT_TASK_POLL_MS = 500
+# Distinct tool output schemas whose compiled validators the process keeps.
+OUTPUT_SCHEMA_CACHE_SIZE = 256
 
 ElicitHandler = Callable[
     [ClientRequestContext, ElicitRequestParams, str], Awaitable[ElicitResult | ErrorData]
@@ -220,6 +227,16 @@ class TaskAwareSession(ClientSession):
             return tasks.create(self, context, parsed)
         return await super()._on_request(dctx, method, params)
 
+    def _output_schema_validator(self, name: str, output_schema: dict[str, Any]) -> Any:
+        # The SDK compiles (and checks against its metaschema) a tool's output
+        # schema once per session, which with one session per execution was a
+        # few percent of a round's CPU; the compiled validator depends only on
+        # the schema's value, so the process's sessions share it.
+        try:
+            return _compiled_output_schema(json.dumps(output_schema, sort_keys=True))
+        except SchemaError as e:
+            raise RuntimeError(f"Invalid schema for tool {name}: {e}") from e
+
     async def send_raw(self, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
         """Send a request and return its raw result, unvalidated: a task-augmented
         `tools/call` answers with a `CreateTaskResult`, and `tasks/*` are not in the
@@ -233,6 +250,18 @@ class TaskAwareSession(ClientSession):
             opts,  # type: ignore[arg-type]
         )
         return raw
+
+
+@functools.lru_cache(maxsize=OUTPUT_SCHEMA_CACHE_SIZE)
+def _compiled_output_schema(schema_json: str) -> Any:
+    """The SDK's compiled output-schema validator (`ClientSession._output_schema_validator`:
+    checked against its metaschema, `$ref`s resolved within the document only), built
+    once per schema value. An invalid schema raises `SchemaError` on every call (an
+    exception is never cached)."""
+    schema = json.loads(schema_json)
+    validator_cls = validator_for(schema)
+    validator_cls.check_schema(schema)
+    return validator_cls(schema, registry=Registry())
 
 
 @dataclass(kw_only=True)

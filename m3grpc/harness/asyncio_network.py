@@ -1,0 +1,196 @@
+"""The MCP HTTP client's sockets on asyncio streams, without anyio's per-call layers.
+
+httpx2's default network backend (httpcore2's AnyIO backend) opens every
+connection through anyio's happy-eyeballs task group and wraps every read and
+write in a new cancel scope (`fail_after`, also when there is no timeout). A
+Streamable HTTP session makes several requests, a legacy one several
+connections (the SDK closes a POST's event stream once its answer arrives, so
+that connection is not reused): in a profile of `m3grpc serve` that layer was
+about a sixth of the service's CPU on the legacy generation. This backend does
+the same on asyncio's own streams: a timeout only where one is set (reads have
+none, see `http_clients`), errors mapped to httpcore2's as its backends do.
+
+Only for an asyncio event loop (M3's runtime runs on one); cancellation by the
+SDK's anyio cancel scopes works as for any asyncio await.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import socket
+import ssl
+from collections.abc import Iterable
+from typing import Any
+
+import httpcore2
+import httpx2
+from httpcore2 import SOCKET_OPTION, AsyncNetworkBackend, AsyncNetworkStream
+
+# RFC 8305's connection attempt delay, as anyio's connect_tcp uses.
+_HAPPY_EYEBALLS_DELAY = 0.25
+
+
+class AsyncioStream(AsyncNetworkStream):
+    """One TCP (or TLS) connection on an asyncio stream pair."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._reader = reader
+        self._writer = writer
+
+    # Errors are mapped to httpcore2's as its own backends map them (TimeoutError
+    # is an OSError: it is caught first). No timer is set without a timeout.
+
+    async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        try:
+            if timeout is None:
+                return await self._reader.read(max_bytes)  # b"" at the end, as expected
+            async with asyncio.timeout(timeout):
+                return await self._reader.read(max_bytes)
+        except TimeoutError as exc:
+            raise httpcore2.ReadTimeout(exc) from exc
+        except OSError as exc:
+            raise httpcore2.ReadError(exc) from exc
+
+    async def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        if not buffer:
+            return
+        try:
+            if self._writer.is_closing():
+                raise ConnectionResetError("the connection is closed")
+            self._writer.write(buffer)
+            if not self._writer.transport.get_write_buffer_size():
+                return  # all of it went to the socket: nothing to wait for
+            async with asyncio.timeout(timeout):
+                await self._writer.drain()
+        except TimeoutError as exc:
+            raise httpcore2.WriteTimeout(exc) from exc
+        except OSError as exc:
+            raise httpcore2.WriteError(exc) from exc
+
+    async def aclose(self) -> None:
+        # Flushes what is buffered, then closes; the loop finishes it without us.
+        self._writer.close()
+
+    async def start_tls(
+        self,
+        ssl_context: ssl.SSLContext,
+        server_hostname: str | None = None,
+        timeout: float | None = None,
+    ) -> AsyncNetworkStream:
+        try:
+            async with asyncio.timeout(timeout):
+                await self._writer.start_tls(ssl_context, server_hostname=server_hostname)
+        except BaseException as exc:
+            self._writer.transport.abort()
+            if isinstance(exc, TimeoutError):
+                raise httpcore2.ConnectTimeout(exc) from exc
+            if isinstance(exc, OSError):  # ssl.SSLError included
+                raise httpcore2.ConnectError(exc) from exc
+            raise
+        return self
+
+    def get_extra_info(self, info: str) -> Any:
+        transport = self._writer.transport
+        if info == "ssl_object":
+            return transport.get_extra_info("ssl_object")
+        if info == "client_addr":
+            return transport.get_extra_info("sockname")
+        if info == "server_addr":
+            return transport.get_extra_info("peername")
+        if info == "socket":
+            return transport.get_extra_info("socket")
+        if info == "is_readable":
+            # Asked of an idle kept-alive connection: anything the server sent
+            # since (data, its close, a reset) means it must not be reused.
+            # asyncio reads the socket as data arrives, so ask the stream.
+            return (
+                self._reader.at_eof()
+                or self._reader.exception() is not None
+                or transport.is_closing()
+                or bool(getattr(self._reader, "_buffer", b""))
+            )
+        return None
+
+
+class AsyncioBackend(AsyncNetworkBackend):
+    """Connections for httpcore2 on asyncio streams (see the module doc)."""
+
+    async def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Iterable[SOCKET_OPTION] | None = None,
+    ) -> AsyncNetworkStream:
+        try:
+            async with asyncio.timeout(timeout):
+                reader, writer = await asyncio.open_connection(
+                    host,
+                    port,
+                    local_addr=None if local_address is None else (local_address, 0),
+                    # Racing addresses (a task each) only for a name, not an address.
+                    happy_eyeballs_delay=None if _is_address(host) else _HAPPY_EYEBALLS_DELAY,
+                )
+        except TimeoutError as exc:
+            raise httpcore2.ConnectTimeout(exc) from exc
+        except OSError as exc:
+            raise httpcore2.ConnectError(exc) from exc
+        # asyncio sets TCP_NODELAY on TCP sockets, as the AnyIO backend has it.
+        _apply(writer, socket_options)
+        return AsyncioStream(reader, writer)
+
+    async def connect_unix_socket(
+        self,
+        path: str,
+        timeout: float | None = None,
+        socket_options: Iterable[SOCKET_OPTION] | None = None,
+    ) -> AsyncNetworkStream:
+        try:
+            async with asyncio.timeout(timeout):
+                reader, writer = await asyncio.open_unix_connection(path)
+        except TimeoutError as exc:
+            raise httpcore2.ConnectTimeout(exc) from exc
+        except OSError as exc:
+            raise httpcore2.ConnectError(exc) from exc
+        _apply(writer, socket_options)
+        return AsyncioStream(reader, writer)
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
+
+
+def _is_address(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
+
+
+def _apply(writer: asyncio.StreamWriter, options: Iterable[SOCKET_OPTION] | None) -> None:
+    sock: socket.socket | None = writer.transport.get_extra_info("socket")
+    if sock is None:
+        return
+    for option in options or ():
+        sock.setsockopt(*option)
+
+
+# httpx2's default limits (its AsyncHTTPTransport's).
+LIMITS = httpx2.Limits(max_connections=100, max_keepalive_connections=20, keepalive_expiry=5.0)
+
+
+class AsyncioTransport(httpx2.AsyncHTTPTransport):
+    """httpx2's transport for direct connections, its pool on `AsyncioBackend`."""
+
+    def __init__(self, ssl_context: ssl.SSLContext) -> None:
+        super().__init__(verify=ssl_context, limits=LIMITS)
+        # The pool httpx2 builds for a direct connection (no proxy), on our backend.
+        self._pool = httpcore2.AsyncConnectionPool(
+            ssl_context=ssl_context,
+            max_connections=LIMITS.max_connections,
+            max_keepalive_connections=LIMITS.max_keepalive_connections,
+            keepalive_expiry=LIMITS.keepalive_expiry,
+            network_backend=AsyncioBackend(),
+        )

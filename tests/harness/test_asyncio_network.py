@@ -1,0 +1,149 @@
+"""The MCP HTTP clients' connections on asyncio streams (m3grpc/harness/asyncio_network.py).
+
+Against a real HTTP/1.1 server on loopback (asyncio.start_server): kept-alive
+connections are reused (over TLS too, the server verified), one the server
+closed while idle is not (the request goes out on a new connection), and
+failures are httpx2's typed errors.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import httpx2
+import pytest
+
+from m3grpc.harness.asyncio_network import AsyncioTransport
+from m3grpc.harness.http_clients import HttpClients, shared_ssl_context
+from tests.support.certs import Authority
+from tests.support.mcp_processes import free_port
+
+
+class Server:
+    """Answers every request `ok <connection number>`; optionally closes after each."""
+
+    def __init__(self, *, close_after_response: bool = False, answer: bool = True) -> None:
+        self.connections = 0
+        self.close_after_response = close_after_response
+        self.answer = answer
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        number = self.connections
+        try:
+            while await reader.readuntil(b"\r\n\r\n"):
+                if not self.answer:
+                    await reader.read()  # until the client gives up and closes
+                    return
+                body = f"ok {number}".encode()
+                writer.write(
+                    b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n"
+                    + f"Content-Length: {len(body)}\r\n\r\n".encode()
+                    + body
+                )
+                await writer.drain()
+                if self.close_after_response:
+                    break
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+
+@asynccontextmanager
+async def serving(server: Server, tls: ssl.SSLContext | None = None) -> AsyncIterator[str]:
+    listener = await asyncio.start_server(server.handle, "127.0.0.1", 0, ssl=tls)
+    port = listener.sockets[0].getsockname()[1]
+    try:
+        yield f"{'https' if tls else 'http'}://127.0.0.1:{port}/mcp"
+    finally:
+        listener.close()
+
+
+def client(
+    timeout: httpx2.Timeout | None = None, context: ssl.SSLContext | None = None
+) -> httpx2.AsyncClient:
+    return httpx2.AsyncClient(
+        transport=AsyncioTransport(context or shared_ssl_context()),
+        timeout=timeout or httpx2.Timeout(10.0),
+    )
+
+
+def server_tls(authority: Authority) -> ssl.SSLContext:
+    pair = authority.server()
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(pair.cert, pair.key)
+    return context
+
+
+async def test_the_session_client_runs_on_asyncio_streams_and_keeps_connections_alive(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name in ("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+    server = Server()
+    async with serving(server) as url, HttpClients().client({"x-test": "1"}) as http:
+        assert isinstance(http._transport, AsyncioTransport)
+        first = await http.get(url)
+        second = await http.post(url, json={"jsonrpc": "2.0"})
+
+    assert (first.status_code, first.text) == (200, "ok 1")
+    assert (second.status_code, second.text) == (200, "ok 1")
+    assert server.connections == 1
+
+
+async def test_a_connection_the_server_closed_while_idle_is_not_reused() -> None:
+    server = Server(close_after_response=True)
+    async with serving(server) as url, client() as http:
+        first = await http.get(url)
+        await asyncio.sleep(0.05)  # the server's close reaches the idle connection
+        second = await http.get(url)
+
+    assert [first.text, second.text] == ["ok 1", "ok 2"]
+
+
+async def test_with_proxies_in_the_environment_httpx2_keeps_its_own_transport(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:9")
+    async with HttpClients().client({}) as http:
+        assert not isinstance(http._transport, AsyncioTransport)
+
+
+async def test_https_verifies_the_server_and_keeps_the_connection(tmp_path: Path) -> None:
+    authority = Authority.create(tmp_path / "ca")
+    trusting = ssl.create_default_context(cafile=str(authority.cert))
+    server = Server()
+    async with serving(server, server_tls(authority)) as url, client(context=trusting) as http:
+        first = await http.get(url)
+        second = await http.get(url)
+
+    assert [first.text, second.text] == ["ok 1", "ok 1"]
+    assert server.connections == 1
+
+
+async def test_https_to_a_server_of_an_unknown_authority_is_a_connect_error(
+    tmp_path: Path,
+) -> None:
+    known = Authority.create(tmp_path / "known", "known")
+    unknown = Authority.create(tmp_path / "unknown", "unknown")
+    trusting = ssl.create_default_context(cafile=str(known.cert))
+    async with serving(Server(), server_tls(unknown)) as url, client(context=trusting) as http:
+        with pytest.raises(httpx2.ConnectError, match="CERTIFICATE_VERIFY_FAILED"):
+            await http.get(url)
+
+
+async def test_a_refused_connection_is_a_connect_error() -> None:
+    async with client() as http:
+        with pytest.raises(httpx2.ConnectError):
+            await http.get(f"http://127.0.0.1:{free_port()}/mcp")
+
+
+async def test_a_read_past_its_timeout_is_a_read_timeout() -> None:
+    async with serving(Server(answer=False)) as url, client(httpx2.Timeout(10.0, read=0.2)) as http:
+        with pytest.raises(httpx2.ReadTimeout):
+            await http.get(url)
