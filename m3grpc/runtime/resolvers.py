@@ -194,7 +194,7 @@ class ManagedInputResolver:
         # its creation wakes this waiter, so the new round needs no first read.
         wake = self._notifier.register(pending.round_id)
         try:
-            created = await stored(
+            created: ManagedInputRecord | None = await stored(
                 self._rounds.create_round,
                 pending,
                 lease=self._lease.lease,
@@ -205,7 +205,7 @@ class ManagedInputResolver:
                 harness_resume_token=round.resume_token,
                 turn_metadata=round.turn_metadata,
             )
-            return await self._await_round(
+            waiting = self._await_round(
                 pending,
                 round.round_index,
                 resumable=round.resume_token is not None,
@@ -213,6 +213,10 @@ class ManagedInputResolver:
                 created=created,
                 registered=wake,
             )
+            # A paused execution keeps `pending`, not the stored copy of its round
+            # (memory per paused execution: the copy is only announced, see below).
+            created = None
+            return await waiting
         finally:
             self._notifier.unregister(pending.round_id, wake)
 
@@ -249,6 +253,7 @@ class ManagedInputResolver:
         # Wakes the kit's wait_for_pending at once (no polling in-process), with
         # the round just stored (no read back).
         self._notifier.notify(pending_key(self._execution_id), created)
+        created = None  # not kept while the round waits
         responses = await self._wait_without_slot(pending, registered)
         span.add_event("answered")
         # From here the answer may reach the server: the round no longer passes on.
