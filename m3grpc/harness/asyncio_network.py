@@ -20,7 +20,7 @@ import asyncio
 import ipaddress
 import socket
 import ssl
-from collections.abc import Iterable
+from collections.abc import Coroutine, Iterable
 from typing import Any
 
 import httpcore2
@@ -124,22 +124,18 @@ class AsyncioBackend(AsyncNetworkBackend):
         local_address: str | None = None,
         socket_options: Iterable[SOCKET_OPTION] | None = None,
     ) -> AsyncNetworkStream:
-        try:
-            async with asyncio.timeout(timeout):
-                reader, writer = await asyncio.open_connection(
-                    host,
-                    port,
-                    local_addr=None if local_address is None else (local_address, 0),
-                    # Racing addresses (a task each) only for a name, not an address.
-                    happy_eyeballs_delay=None if _is_address(host) else _HAPPY_EYEBALLS_DELAY,
-                )
-        except TimeoutError as exc:
-            raise httpcore2.ConnectTimeout(exc) from exc
-        except OSError as exc:
-            raise httpcore2.ConnectError(exc) from exc
         # asyncio sets TCP_NODELAY on TCP sockets, as the AnyIO backend has it.
-        _apply(writer, socket_options)
-        return AsyncioStream(reader, writer)
+        return await _connected(
+            asyncio.open_connection(
+                host,
+                port,
+                local_addr=None if local_address is None else (local_address, 0),
+                # Racing addresses (a task each) only for a name, not an address.
+                happy_eyeballs_delay=None if _is_address(host) else _HAPPY_EYEBALLS_DELAY,
+            ),
+            timeout,
+            socket_options,
+        )
 
     async def connect_unix_socket(
         self,
@@ -147,18 +143,28 @@ class AsyncioBackend(AsyncNetworkBackend):
         timeout: float | None = None,
         socket_options: Iterable[SOCKET_OPTION] | None = None,
     ) -> AsyncNetworkStream:
-        try:
-            async with asyncio.timeout(timeout):
-                reader, writer = await asyncio.open_unix_connection(path)
-        except TimeoutError as exc:
-            raise httpcore2.ConnectTimeout(exc) from exc
-        except OSError as exc:
-            raise httpcore2.ConnectError(exc) from exc
-        _apply(writer, socket_options)
-        return AsyncioStream(reader, writer)
+        return await _connected(asyncio.open_unix_connection(path), timeout, socket_options)
 
     async def sleep(self, seconds: float) -> None:
         await asyncio.sleep(seconds)
+
+
+async def _connected(
+    opening: Coroutine[Any, Any, tuple[asyncio.StreamReader, asyncio.StreamWriter]],
+    timeout: float | None,
+    options: Iterable[SOCKET_OPTION] | None,
+) -> AsyncioStream:
+    """The stream `opening` opens within `timeout`, with `options` set on its socket;
+    its failures as httpcore2's connect errors."""
+    try:
+        async with asyncio.timeout(timeout):
+            reader, writer = await opening
+    except TimeoutError as exc:
+        raise httpcore2.ConnectTimeout(exc) from exc
+    except OSError as exc:
+        raise httpcore2.ConnectError(exc) from exc
+    _apply(writer, options)
+    return AsyncioStream(reader, writer)
 
 
 def _is_address(host: str) -> bool:
