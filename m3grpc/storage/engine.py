@@ -70,8 +70,6 @@ STORAGE_RETRY_SECONDS = 1.0
 
 SQLiteSynchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
 
-# The option a connection carries when its transaction will write.
-_WRITE_OPTION = "m3_write_transaction"
 # Serialises schema creation across processes on PostgreSQL.
 _SCHEMA_LOCK_KEY = 0x4D33_0001
 
@@ -222,7 +220,6 @@ def _begin_write(engine: Engine) -> tuple[Connection, RootTransaction]:
     """A connection in a write transaction (BEGIN IMMEDIATE on SQLite)."""
     conn = engine.connect()
     try:
-        conn.execution_options(**{_WRITE_OPTION: True})
         _sqlite_begin(conn, write=True)
         return conn, conn.begin()
     except BaseException:
@@ -249,10 +246,8 @@ def write_transaction(engine: Engine) -> Iterator[Connection]:
             with groups.transaction(engine, lambda: _committed(engine)) as conn:
                 yield conn
         else:
-            with engine.connect() as conn:
-                conn.execution_options(**{_WRITE_OPTION: True})
-                with conn.begin():
-                    yield conn
+            with engine.connect() as conn, conn.begin():
+                yield conn
             _committed(engine)
     except GroupFailed as failed:
         # Every write of the failed transaction gets its own typed error.
