@@ -111,24 +111,16 @@ _ANY_CLAIMABLE = sa.select(executions.c.execution_id).where(_CLAIMABLE).limit(1)
 def _claim_update(rule: Rule[ExecutionStatus]) -> sa.Update:
     """claim_next's UPDATE by `rule`: only a still-claimable execution (no owner,
     in the rule's from-states), so two claimers can never both win."""
-    return (
-        executions.update()
-        .where(executions.c.execution_id == sa.bindparam("b_execution_id"))
-        .where(executions.c.lifecycle.in_(rule.open_states()))
-        .where(executions.c.worker_owner_id.is_(None))
-        .values(
-            {
-                name: sa.bindparam(f"v_{name}", type_=executions.c[name].type)
-                for name in (
-                    "lifecycle",
-                    "worker_owner_id",
-                    "worker_lease_token",
-                    "worker_lease_expires_at",
-                    "updated_at",
-                )
-            }
-        )
-    )
+    return statements.update_execution(
+        tuple(rule.open_states()),
+        (
+            "lifecycle",
+            "worker_owner_id",
+            "worker_lease_token",
+            "worker_lease_expires_at",
+            "updated_at",
+        ),
+    ).where(executions.c.worker_owner_id.is_(None))
 
 
 # Where an execution's trace context is kept in its stored spec document (a key
