@@ -498,28 +498,17 @@ class SqlManagedInputStore:
         both the answer's receipt and the operation's end; the round moves to
         DELIVERED and on to RESOLVED in one transaction (both steps recorded)."""
         with write_transaction(self._engine) as conn:
-            written = self._resolve(conn, round_id, lease, operation, last, mark_delivered)
+            if mark_delivered:
+                self._move(conn, "mark_delivered", round_id, lease, stamp="delivered_at")
+            written = self._move(
+                conn,
+                "resolve",
+                round_id,
+                lease,
+                stamp="resolved_at",
+                operation=(operation, last) if operation is not None else None,
+            )
         return self._record(written)
-
-    def _resolve(
-        self,
-        conn: Connection,
-        round_id: str,
-        lease: ManagedInputLease,
-        operation: OperationResult | None,
-        last: bool,
-        mark_delivered: bool,
-    ) -> dict[str, Any]:
-        if mark_delivered:
-            self._move(conn, "mark_delivered", round_id, lease, stamp="delivered_at")
-        return self._move(
-            conn,
-            "resolve",
-            round_id,
-            lease,
-            stamp="resolved_at",
-            operation=(operation, last) if operation is not None else None,
-        )
 
     def fail(
         self,
