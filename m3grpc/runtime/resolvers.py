@@ -194,29 +194,27 @@ class ManagedInputResolver:
         # its creation wakes this waiter, so the new round needs no first read.
         wake = self._notifier.register(pending.round_id)
         try:
-            created: ManagedInputRecord | None = await stored(
-                self._rounds.create_round,
-                pending,
-                lease=self._lease.lease,
-                round_index=round.round_index,
-                round_limit=self._round_limit,
-                operation_parameters=dict(operation.arguments),
-                harness_session_id=round.harness_session_id,
-                harness_resume_token=round.resume_token,
-                turn_metadata=round.turn_metadata,
-            )
-            waiting = self._await_round(
+            # The stored round goes straight into the call, held in no local here:
+            # a paused execution keeps `pending`, not this copy (memory per paused
+            # execution; the copy is only announced, see `_await_round`).
+            return await self._await_round(
                 pending,
                 round.round_index,
                 resumable=round.resume_token is not None,
                 sent_on_return=round.sent_on_return,
-                created=created,
+                created=await stored(
+                    self._rounds.create_round,
+                    pending,
+                    lease=self._lease.lease,
+                    round_index=round.round_index,
+                    round_limit=self._round_limit,
+                    operation_parameters=dict(operation.arguments),
+                    harness_session_id=round.harness_session_id,
+                    harness_resume_token=round.resume_token,
+                    turn_metadata=round.turn_metadata,
+                ),
                 registered=wake,
             )
-            # A paused execution keeps `pending`, not the stored copy of its round
-            # (memory per paused execution: the copy is only announced, see below).
-            created = None
-            return await waiting
         finally:
             self._notifier.unregister(pending.round_id, wake)
 
