@@ -12,14 +12,13 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-from m3grpc import AsyncExecutionHandle, AsyncMCPTestKit, ElicitationResponse, HttpServer
+from m3grpc import AsyncExecutionHandle, AsyncMCPTestKit, HttpServer
 from m3grpc.api.watch import PendingWatch, ServiceShuttingDown, WatchEvent
 from m3grpc.storage import SQLiteExecutionStore
-from m3grpc.types import ExecutionOutcome, FormElicitationRequest
+from m3grpc.types import ExecutionOutcome
+from tests.runtime.conftest import confirmed_shipment_answers
 from tests.support.mcp_processes import http_mcp_server
 
-ADDRESS = ElicitationResponse(action="accept", content={"street": "1 Main Street", "city": "Pune"})
-YES = ElicitationResponse(action="accept", content={"confirm": True})
 STREAMS = 12
 Key = tuple[str, ...]
 
@@ -72,13 +71,10 @@ async def submit(kit: AsyncMCPTestKit, binding: HttpServer) -> AsyncExecutionHan
 async def answer_to_the_end(handle: AsyncExecutionHandle) -> str:
     """Answers each of the execution's rounds (two) through the kit; waits for its finish."""
     async for pending in handle.pending_rounds():
-        answers = {}
-        for request_key, request in pending.requests.items():
-            assert isinstance(request, FormElicitationRequest)
-            fields = request.requested_schema["properties"]
-            answers[request_key] = YES if "confirm" in fields else ADDRESS
         await handle.respond_elicitation(
-            pending.round_id, answers, idempotency_key=f"k-{pending.round_id}"
+            pending.round_id,
+            confirmed_shipment_answers(pending),
+            idempotency_key=f"k-{pending.round_id}",
         )
     result = await handle.result(timeout=60)
     assert result.outcome is ExecutionOutcome.SUCCEEDED

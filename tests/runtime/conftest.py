@@ -20,7 +20,7 @@ from m3grpc import (
 )
 from m3grpc.servers import ServerBinding
 from m3grpc.storage import SQLiteExecutionStore
-from m3grpc.types import ExecutionStatus, HumanInput
+from m3grpc.types import ExecutionStatus, FormElicitationRequest, HumanInput
 
 MCP_SERVERS = Path(__file__).resolve().parents[1] / "mcp_servers"
 T = TypeVar("T")
@@ -89,6 +89,18 @@ def text_of(result: object) -> str:
 
 ADDRESS = {"street": "1 Main Street", "city": "Pune"}
 BOOKED = "booked shipment to 1 Main Street, Pune"
+
+
+def confirmed_shipment_answers(pending: PendingElicitationRound) -> dict[str, ElicitationResponse]:
+    """The answers to a round of the shipping server's `book_confirmed_shipment`: the
+    confirmation where the form asks for `confirm`, the address everywhere else."""
+    answers = {}
+    for key, request in pending.requests.items():
+        assert isinstance(request, FormElicitationRequest)
+        fields = request.requested_schema["properties"]
+        content = {"confirm": True} if "confirm" in fields else ADDRESS
+        answers[key] = ElicitationResponse(action="accept", content=content)
+    return answers
 
 
 SHIPPING_PROMPT = "Ask for the delivery address, then book the shipment."

@@ -10,12 +10,11 @@ import pytest
 
 from m3grpc import AsyncMCPTestKit, ElicitationResponse, HttpServer, MCPTestKit
 from m3grpc.storage import SQLiteExecutionStore
-from m3grpc.types import ExecutionOutcome, FormElicitationRequest, ManagedInputStatus
-from tests.runtime.conftest import mcp_server, text_of
+from m3grpc.types import ExecutionOutcome, ManagedInputStatus
+from tests.runtime.conftest import confirmed_shipment_answers, mcp_server, text_of
 from tests.support.mcp_processes import http_mcp_server
 
 ADDRESS = ElicitationResponse(action="accept", content={"street": "1 Main Street", "city": "Pune"})
-YES = ElicitationResponse(action="accept", content={"confirm": True})
 PROMPT = "Book the shipment."
 
 
@@ -45,13 +44,10 @@ def test_pending_rounds_yields_each_round_once_over_http(tmp_path: Path, variant
                     seen: list[str] = []
                     async for pending in handle.pending_rounds():
                         seen.append(pending.round_id)
-                        answers = {}
-                        for key, request in pending.requests.items():
-                            assert isinstance(request, FormElicitationRequest)
-                            fields = request.requested_schema["properties"]
-                            answers[key] = YES if "confirm" in fields else ADDRESS
                         await handle.respond_elicitation(
-                            pending.round_id, answers, idempotency_key=f"k-{pending.round_id}"
+                            pending.round_id,
+                            confirmed_shipment_answers(pending),
+                            idempotency_key=f"k-{pending.round_id}",
                         )
                     assert len(seen) == 2 and seen[0] != seen[1]
                     result = await handle.result(timeout=60)
