@@ -55,32 +55,21 @@ class PendingWatch:
     ) -> None:
         """`buffered_events`: how many of the latest events the shared reader keeps."""
         self._runtime = runtime
-        self._buffered_events = buffered_events
         self._poll_interval = poll_interval
         self._shutdown = shutdown
         # Open WatchPending streams of this process (a metrics gauge).
         self.active = 0
-        self._rounds: RecentReads[str, ManagedInputRecord] = RecentReads(_RECENT)
-        self._finished: RecentReads[str, ExecutionState] = RecentReads(_RECENT)
-        self._messages: RecentReads[tuple[int, str], WatchEvent | None] = RecentReads(_RECENT)
-        self._tail: EventTail | None = None
+        tail = EventTail(runtime, poll_interval=poll_interval, keep=buffered_events)
+        self._shared = _Shared(tail)
 
     async def stream(
         self, execution_id: str, token: str, principal: str | None = None
     ) -> AsyncIterator[WatchEvent]:
         """`principal`: only that principal's executions (None: every execution)."""
-        if self._tail is None:
-            self._tail = EventTail(
-                self._runtime, poll_interval=self._poll_interval, keep=self._buffered_events
-            )
         self.active += 1
         try:
             stream = _Stream(
-                self._runtime,
-                self._poll_interval,
-                self._shutdown,
-                principal,
-                _Shared(self._tail, self._rounds, self._finished, self._messages),
+                self._runtime, self._poll_interval, self._shutdown, principal, self._shared
             )
             async for event in stream.run(execution_id, token):
                 yield event
@@ -120,19 +109,13 @@ class RecentReads(Generic[K, V]):
 class _Shared:
     """What every stream of the process shares: the log's reader and the caches."""
 
-    def __init__(
-        self,
-        tail: EventTail,
-        rounds: RecentReads[str, ManagedInputRecord],
-        finished: RecentReads[str, ExecutionState],
-        messages: RecentReads[tuple[int, str], WatchEvent | None],
-    ) -> None:
+    def __init__(self, tail: EventTail) -> None:
         self.tail = tail
-        self.rounds = rounds
-        self.finished = finished
+        self.rounds: RecentReads[str, ManagedInputRecord] = RecentReads(_RECENT)
+        self.finished: RecentReads[str, ExecutionState] = RecentReads(_RECENT)
         # A live event's message by (seq, the stream's execution filter): the same
         # for every stream with that filter, so built once, not once per stream.
-        self.messages = messages
+        self.messages: RecentReads[tuple[int, str], WatchEvent | None] = RecentReads(_RECENT)
 
 
 class _Stream:
