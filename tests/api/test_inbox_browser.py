@@ -327,7 +327,10 @@ def test_formats_patterns_lengths_and_choices_are_checked_as_the_person_types(
         return form.locator(f'[data-field="{name}"] .error')
 
     # Required fields first, in the schema's order, then the others by name.
-    order = form.locator("[data-field]").evaluate_all("all => all.map(e => e.dataset.field)")
+    # evaluate_all does not wait, so wait for the form to be drawn first.
+    fields = form.locator("[data-field]")
+    playwright_api.expect(fields).to_have_count(6)
+    order = fields.evaluate_all("all => all.map(e => e.dataset.field)")
     assert order == ["email", "handle", "topics", "bio", "birthday", "plan"]
     assert "null" not in form.inner_text() and "undefined" not in form.inner_text()
     playwright_api.expect(page.get_by_label("Email")).to_have_attribute("type", "email")
