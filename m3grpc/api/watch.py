@@ -116,6 +116,13 @@ class _Shared:
         # A live event's message by (seq, the stream's execution filter): the same
         # for every stream with that filter, so built once, not once per stream.
         self.messages: RecentReads[tuple[int, str], WatchEvent | None] = RecentReads(_RECENT)
+        self._shutdown: asyncio.Task[Any] | None = None
+
+    def shutdown(self, event: asyncio.Event) -> asyncio.Future[Any]:
+        """Done once `event` is set (the service stops): one waiting task for every stream."""
+        if self._shutdown is None or (self._shutdown.done() and not event.is_set()):
+            self._shutdown = asyncio.ensure_future(event.wait())
+        return self._shutdown
 
 
 class _Stream:
@@ -226,10 +233,17 @@ class _Stream:
                 wake = self._shared.tail.next_advance()
                 batch, position = await self._read(after, execution_id, from_store=finished)
                 for event in batch:
-                    message = await self._shared.messages.get(
-                        (event.seq, execution_id),
-                        functools.partial(self._message, event, Cursor(event.seq, execution_id)),
-                    )
+                    if event.kind is EventKind.ROUND_CHANGED:
+                        message = None  # internal: only the position moves
+                    elif event.kind is EventKind.ROUND_LEFT_PENDING:
+                        message = self._left_pending(event, Cursor(event.seq, execution_id))
+                    else:  # built from a read, once for every stream with this filter
+                        message = await self._shared.messages.get(
+                            (event.seq, execution_id),
+                            functools.partial(
+                                self._message, event, Cursor(event.seq, execution_id)
+                            ),
+                        )
                     if message is not None:
                         yield message
                     if execution_id and event.kind is EventKind.EXECUTION_FINISHED:
@@ -269,18 +283,24 @@ class _Stream:
     async def _idle(self, wake: asyncio.Future[None]) -> None:
         if self._shutdown.is_set():
             raise ServiceShuttingDown
-        shutdown: asyncio.Future[Any] = asyncio.ensure_future(self._shutdown.wait())
-        waits: set[asyncio.Future[Any]] = {wake, shutdown}
-        try:
-            await asyncio.wait(
-                waits,
-                timeout=self._runtime.poll_interval(self._poll_interval),
-                return_when=asyncio.FIRST_COMPLETED,
-            )
-        finally:
-            shutdown.cancel()
+        # One task per process waits for the shutdown; a stream's idle wait only
+        # watches its future (no task of its own, every time it goes idle).
+        waits: set[asyncio.Future[Any]] = {wake, self._shared.shutdown(self._shutdown)}
+        await asyncio.wait(
+            waits,
+            timeout=self._runtime.poll_interval(self._poll_interval),
+            return_when=asyncio.FIRST_COMPLETED,
+        )
         if self._shutdown.is_set():
             raise ServiceShuttingDown
+
+    @staticmethod
+    def _left_pending(event: StoredEvent, position: Cursor) -> WatchEvent | None:
+        if event.round_id is None:
+            return None
+        return events.round_left_pending_message(
+            cursor_token(position), event.round_id, event.execution_id, event.status
+        )
 
     async def _message(self, event: StoredEvent, position: Cursor) -> WatchEvent | None:
         token = cursor_token(position)
@@ -290,10 +310,6 @@ class _Stream:
                 round_id, lambda: self._runtime.get_round(round_id)
             )
             return events.round_pending_message(token, record)
-        if event.kind is EventKind.ROUND_LEFT_PENDING and event.round_id is not None:
-            return events.round_left_pending_message(
-                token, event.round_id, event.execution_id, event.status
-            )
         if event.kind is EventKind.EXECUTION_FINISHED:
             finished_id = event.execution_id
             state = await self._shared.finished.get(

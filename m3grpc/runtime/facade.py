@@ -234,9 +234,13 @@ class Runtime:
         while True:
             wake = self.notifier.register(execution_id)
             try:
-                result = await offload(self.store.get_result, execution_id)
-                if result is not None:
-                    return result
+                # While this process's worker runs it, the result cannot be stored
+                # yet, and the worker's end wakes this wait (with the result): no read.
+                # Both happen on this loop, so the end cannot slip between the two.
+                if self._pool is None or not self._pool.runs(execution_id):
+                    result = await offload(self.store.get_result, execution_id)
+                    if result is not None:
+                        return result
                 # Woken by the finish (this process's, a heard replica's, or the shared poll).
                 wait = SAFETY_REREAD_SECONDS
                 if deadline is not None:

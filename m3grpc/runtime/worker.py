@@ -114,6 +114,11 @@ class WorkerPool:
     def running(self) -> int:
         return len(self._running)
 
+    def runs(self, execution_id: str) -> bool:
+        """This pool runs the execution now: when it ends, the execution's waiters
+        are notified with its result (None: not stored here; read it)."""
+        return execution_id in self._running
+
     @property
     def waiting(self) -> int:
         """Running executions waiting for a human's answer."""
