@@ -97,18 +97,21 @@ def read_events(
     return [_stored_event(row) for row in conn.execute(query)]
 
 
+# Built once: WatchPending's one reader of the log runs it after every commit of the
+# process, and building the statement cost more than running it.
+_SELECT_OWNED_EVENTS = (
+    sa.select(events, executions.c.principal)
+    .select_from(events.outerjoin(executions, events.c.execution_id == executions.c.execution_id))
+    .where(events.c.seq > sa.bindparam("after_seq"))
+    .order_by(events.c.seq)
+    .limit(sa.bindparam("limit"))
+)
+
+
 def read_owned_events(conn: Connection, *, after_seq: int, limit: int) -> list[OwnedEvent]:
     """Every execution's events after `after_seq`, each with its execution's principal."""
-    query = (
-        sa.select(events, executions.c.principal)
-        .select_from(
-            events.outerjoin(executions, events.c.execution_id == executions.c.execution_id)
-        )
-        .where(events.c.seq > after_seq)
-        .order_by(events.c.seq)
-        .limit(limit)
-    )
-    return [OwnedEvent(_stored_event(row), row.principal) for row in conn.execute(query)]
+    rows = conn.execute(_SELECT_OWNED_EVENTS, {"after_seq": after_seq, "limit": limit})
+    return [OwnedEvent(_stored_event(row), row.principal) for row in rows]
 
 
 def _stored_event(row: Row[Any]) -> StoredEvent:
