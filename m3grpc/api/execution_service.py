@@ -19,9 +19,9 @@ from m3grpc.errors import (
     ResultWaitTimeout,
 )
 from m3grpc.runtime import Runtime
-from m3grpc.runtime.limits import MAX_ID_CHARS
+from m3grpc.runtime.limits import MAX_ID_CHARS, encoded_size
 from m3grpc.servers import ServerBinding
-from m3grpc.types import HumanInput
+from m3grpc.types import ExecutionResult, HumanInput
 from m3grpc.wire import convert, messages, spec_codec
 from m3grpc.wire.gen.m3.v1 import execution_service_pb2 as pb
 from m3grpc.wire.gen.m3.v1 import execution_service_pb2_grpc
@@ -34,6 +34,8 @@ from m3grpc.wire.status import shutting_down_status
 _DEADLINE_MARGIN = 0.25
 # A Submit up to this size is converted on the event loop: a thread hop costs more.
 _INLINE_CONVERSION_BYTES = 65_536
+# A Result of at most this many operations, of at most that size, too.
+_INLINE_OPERATIONS = 32
 
 
 class ExecutionService(execution_service_pb2_grpc.ExecutionServiceServicer):
@@ -97,8 +99,12 @@ class ExecutionService(execution_service_pb2_grpc.ExecutionServiceServicer):
             raise ResultWaitTimeout(
                 error.message, metadata={"execution_id": execution_id, "timeout": waited}
             ) from None
-        # A result may be large (up to the stored-result limit): convert it off the loop.
-        message = await asyncio.to_thread(messages.result_message, result)
+        # A result may be large (up to the stored-result limit): convert such a one off
+        # the loop; the common small one inline, without a thread hop.
+        if _small_result(result):
+            message = messages.result_message(result)
+        else:
+            message = await asyncio.to_thread(messages.result_message, result)
         return pb.ResultResponse(result=message)
 
     @guard.unary
@@ -133,6 +139,21 @@ class ExecutionService(execution_service_pb2_grpc.ExecutionServiceServicer):
         self, request: pb.ListServersRequest, context: Context
     ) -> pb.ListServersResponse:
         return await list_servers(request, self._bindings)
+
+
+def _small_result(result: ExecutionResult) -> bool:
+    """Few operations with small outputs and no agent report: cheaper to convert
+    on the loop than to hand to a thread (the walk stops at the budget)."""
+    if result.agent is not None or len(result.operations) > _INLINE_OPERATIONS:
+        return False
+    budget = _INLINE_CONVERSION_BYTES
+    for operation in result.operations:
+        budget -= len(operation.failure_message or "")
+        if operation.result is not None:
+            budget -= encoded_size(operation.result, stop_above=budget)
+        if budget < 0:
+            return False
+    return True
 
 
 def _invalid_timeout(why: str) -> ModelValidationError:

@@ -87,12 +87,16 @@ def json_size(value: object) -> int:
     return len(json.dumps(value, separators=(",", ":"), default=str).encode())
 
 
-def encoded_size(value: object) -> int:
+def encoded_size(value: object, *, stop_above: int | None = None) -> int:
     """An upper bound of `value`'s size both as JSON and as a protobuf Struct, whose
-    numbers take 9 bytes and every nesting a few more (iterative, like json_depth)."""
+    numbers take 9 bytes and every nesting a few more (iterative, like json_depth).
+    With `stop_above`, the walk ends as soon as the size exceeds it (the size
+    returned is then only known to be larger)."""
     size = 0
     stack: list[object] = [value]
     while stack:
+        if stop_above is not None and size > stop_above:
+            break
         item = stack.pop()
         if isinstance(item, Mapping):
             for key, child in item.items():

@@ -14,6 +14,7 @@ from m3grpc import errors
 from m3grpc.api import tokens
 from m3grpc.api.config import ConfigError, load_config
 from m3grpc.errors import ConflictKind, FieldViolation
+from m3grpc.runtime.limits import encoded_size
 from m3grpc.servers import HttpServer, StdioServer
 from m3grpc.wire import convert
 from m3grpc.wire.status import code_for, error_from_status, internal_status, status_for
@@ -214,3 +215,11 @@ headers = { Authorization = "Bearer t" }
 def test_example_config_loads() -> None:
     config = load_config(ROOT / "examples" / "m3.toml")
     assert "shipping" in config.servers
+
+
+def test_a_size_walk_that_stops_early_still_tells_the_size_is_over() -> None:
+    value = {"items": [{"text": "x" * 100, "n": index} for index in range(1000)]}
+    full = encoded_size(value)
+    assert encoded_size(value, stop_above=full) == full  # under the bound: the whole walk
+    early = encoded_size(value, stop_above=500)
+    assert 500 < early < full  # over the bound: stopped, and says it is over
