@@ -35,6 +35,11 @@ from m3grpc.wire.gen.m3.v1 import execution_service_pb2
 _PAGE = 500
 # Pending rounds and finished executions recently sent, shared by every stream.
 _RECENT = 4096
+# Round records read for those messages: a round's message is built once per stream
+# filter, all streams of a filter then take it from `messages`, so a record is wanted
+# only while the streams reach its event; a whole record per round (~6 KB) held for
+# 4,096 rounds was memory with 1,000 executions paused. A later reader reads it again.
+_RECENT_ROUNDS = 256
 WatchEvent = execution_service_pb2.WatchPendingResponse
 K = TypeVar("K")
 V = TypeVar("V")
@@ -111,7 +116,7 @@ class _Shared:
 
     def __init__(self, tail: EventTail) -> None:
         self.tail = tail
-        self.rounds: RecentReads[str, ManagedInputRecord] = RecentReads(_RECENT)
+        self.rounds: RecentReads[str, ManagedInputRecord] = RecentReads(_RECENT_ROUNDS)
         self.finished: RecentReads[str, ExecutionState] = RecentReads(_RECENT)
         # A live event's message by (seq, the stream's execution filter): the same
         # for every stream with that filter, so built once, not once per stream.

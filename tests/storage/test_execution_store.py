@@ -23,6 +23,7 @@ from m3grpc.storage import (
     SqlExecutionStore,
     SQLiteExecutionStore,
 )
+from m3grpc.storage.engine import SQLITE_CACHE_KIB
 from m3grpc.storage.schema import executions, rounds
 from m3grpc.types import (
     ElicitationResponse,
@@ -350,6 +351,8 @@ def test_sqlite_durability_settings(tmp_path: Path) -> None:
             assert conn.exec_driver_sql("PRAGMA synchronous").scalar() == 2  # FULL
             assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
             assert conn.exec_driver_sql("PRAGMA busy_timeout").scalar() == 5000
+            # A small page cache per pooled connection (memory with many paused executions).
+            assert conn.exec_driver_sql("PRAGMA cache_size").scalar() == -SQLITE_CACHE_KIB
     finally:
         store.close()
     # WAL is a property of the file, seen by any other client.
