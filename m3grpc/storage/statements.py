@@ -105,16 +105,6 @@ class Prepared:
             cursor.close()
         return None if found is None else compiled.row(found)
 
-    def all(self, conn: Connection, params: Mapping[str, Any]) -> list[RowLike]:
-        """Every row."""
-        if conn.dialect.driver != "pysqlite":
-            return list(conn.execute(self.statement, params).all())
-        compiled, cursor = self._run(conn, params)
-        try:
-            return [compiled.row(values) for values in cursor.fetchall()]
-        finally:
-            cursor.close()
-
     def execute(self, conn: Connection, params: Mapping[str, Any]) -> int:
         """Run a statement that returns no rows; the number of rows it changed."""
         if conn.dialect.driver != "pysqlite":
