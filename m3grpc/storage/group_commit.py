@@ -79,17 +79,21 @@ class GroupCommit:
         # one group is open at a time): a pool checkout and return cost more than
         # a small transaction's statements. Touched only by the writer holding the turn.
         self._writer: PoolProxiedConnection | None = None
+        self._closed = False  # close() was called: the turn's last holder closes `_writer`
         self._inside = threading.local()
 
     def close(self) -> None:
-        """Return the kept connection to the pool (before the engine is disposed)."""
-        self._take_turn()
-        try:
-            writer, self._writer = self._writer, None
+        """Return the kept connection to the pool (before the engine is disposed):
+        now if no writer holds the turn, else when the last writer queued passes it.
+        (Not by queueing for the turn: a writer handing the turn on would wait
+        for this caller to commit its group.)"""
+        with self._mutex:
+            self._closed = True
+            writer = None if self._held else self._writer
             if writer is not None:
-                _quietly(writer.close)
-        finally:
-            self._pass_turn()
+                self._writer = None
+        if writer is not None:
+            _quietly(writer.close)
 
     @property
     def waiting(self) -> int:
@@ -184,11 +188,16 @@ class GroupCommit:
             return ticket
 
     def _pass_turn(self) -> None:
+        writer = None
         with self._mutex:
             if self._queue:
                 self._queue.popleft().release()
             else:
                 self._held = False
+                if self._closed:
+                    writer, self._writer = self._writer, None
+        if writer is not None:
+            _quietly(writer.close)
 
     def _finish(self, group: _Group, after_commit: Callable[[], None]) -> None:
         """Commit (or, once failed, roll back) `group` and release its members."""
