@@ -3,9 +3,11 @@
 One execution = Submit -> pause once (a managed round) -> answer -> resume -> finish, run
 through an `AsyncMCPTestKit` on a fresh SQLite store against bench/compare_mcp_server.py,
 for both protocol generations (legacy `elicitation/create` and 2026-07-28). An SQLAlchemy
-`commit` listener on the store's engine counts every committed write transaction that
-changed rows, those that changed none (a claim finding no work: no page written) and read
-transactions apart, and names the store call that made each.
+`commit` listener on the store's engine sees every commit, and the store's own commit
+listener (`add_commit_listener`, called after each committed write transaction) tells the
+writes from the reads: it counts the write transactions that changed rows, those that
+changed none (a claim finding no work: no page written) and read transactions apart, and
+names the store call that made each.
 
     python bench/commits_per_round.py [--executions 5] [--json]
 """
@@ -20,6 +22,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -62,27 +65,39 @@ async def one_generation(
     reads: collections.Counter[str] = collections.Counter()
     changes_seen: dict[int, int] = {}
     counting = False
+    # The commit SQLAlchemy is about to make on this thread: (store call, rows changed).
+    committing = threading.local()
 
     def on_commit(conn: Any) -> None:
-        # sqlite3's running count of rows changed on this connection: a write
-        # transaction that changed none (a claim finding no work) wrote nothing.
+        # Every commit, read or write, before it happens; counted as a read until
+        # the store's listener says it was a write. sqlite3's running count of rows
+        # changed on this connection: a write transaction that changed none (a claim
+        # finding no work) wrote nothing.
         dbapi = conn.connection.dbapi_connection
         changes = dbapi.total_changes
         changed = changes != changes_seen.get(id(dbapi), 0)
         changes_seen[id(dbapi)] = changes
+        committing.last = None
         if not counting:
             return
-        if not conn.get_execution_options().get("m3_write_transaction"):
-            reads[_store_call()] += 1
-        elif changed:
-            writes[_store_call()] += 1
-        else:
-            empty[_store_call()] += 1
+        call = _store_call()
+        committing.last = (call, changed)
+        reads[call] += 1
+
+    def on_write_committed() -> None:
+        # The store's listener: right after a write transaction's commit, on its thread.
+        last, committing.last = getattr(committing, "last", None), None
+        if last is None:
+            return
+        call, changed = last
+        reads[call] -= 1
+        (writes if changed else empty)[call] += 1
 
     with tempfile.TemporaryDirectory() as directory:
         store = SQLiteExecutionStore(Path(directory) / "m3.sqlite")
         if count:
             event.listen(store._engine, "commit", on_commit)
+            store.add_commit_listener(on_write_committed)
         binding = HttpServer(name="bench", url=url, protocol=PROTOCOLS[generation])  # type: ignore[arg-type]
         answer = {REQUEST_KEY: ElicitationResponse(action="accept", content=ANSWER)}
         try:
@@ -116,10 +131,10 @@ async def one_generation(
         "executions": executions,
         "write_commits_per_execution": sum(writes.values()) / executions,
         "empty_write_transactions_per_execution": sum(empty.values()) / executions,
-        "read_transactions_per_execution": sum(reads.values()) / executions,
+        "read_transactions_per_execution": sum((+reads).values()) / executions,
         "writes": {k: v / executions for k, v in writes.most_common()},
         "empty_writes": {k: v / executions for k, v in empty.most_common()},
-        "reads": {k: v / executions for k, v in reads.most_common()},
+        "reads": {k: v / executions for k, v in (+reads).most_common()},
     }
 
 

@@ -97,8 +97,6 @@ def bench_store(path: Path, synchronous: str, cycles: int, threads: int = 1) -> 
     from `threads` threads at once."""
     if str(REPO_ROOT) not in sys.path:
         sys.path.insert(0, str(REPO_ROOT))
-    from sqlalchemy import event
-
     from m3grpc.storage import ManagedInputLease, SqlExecutionStore
     from m3grpc.types import (
         ElicitationResponse,
@@ -157,13 +155,14 @@ def bench_store(path: Path, synchronous: str, cycles: int, threads: int = 1) -> 
 
         commits = [0]
 
-        def on_commit(conn: Any) -> None:
-            if conn.get_execution_options().get("m3_write_transaction"):
-                commits[0] += 1
+        def on_commit() -> None:
+            commits[0] += 1
 
         for i in range(WARMUP):
             cycle(i)
-        event.listen(store.engine, "commit", on_commit)
+        # The store's own hook: once per committed write transaction (a group
+        # commit's writes share one), never for a read.
+        execution_store.add_commit_listener(on_commit)
         with ThreadPoolExecutor(threads) as pool:
             start, cpu = time.perf_counter(), time.process_time()
             if threads == 1:

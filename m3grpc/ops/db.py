@@ -66,14 +66,14 @@ def _run(command: str, target: str, shown: str, config: str | None) -> int:
 
 def _upgrade(target: str, shown: str) -> int:
     # Alembic is imported only by this command.
-    from m3grpc.storage.engine import open_engine
+    from m3grpc.storage.engine import dispose_engine, open_engine
     from m3grpc.storage.migrate import upgrade_database
 
     engine = open_engine(target)
     try:
         result = upgrade_database(engine)
     finally:
-        engine.dispose()
+        dispose_engine(engine)
     if result.before == result.after:
         print(f"database {shown}: {result.after.describe()}; nothing to do")
     else:
@@ -83,7 +83,7 @@ def _upgrade(target: str, shown: str) -> int:
 
 def _rotate_key(target: str, shown: str, config: str | None) -> int:
     from m3grpc.storage.encryption import KEYS_ENV, load_cipher
-    from m3grpc.storage.engine import open_engine
+    from m3grpc.storage.engine import dispose_engine, open_engine
     from m3grpc.storage.sealed_rows import compact, rotate_responses
 
     config_path = config or os.environ.get("M3_CONFIG") or None
@@ -99,7 +99,7 @@ def _rotate_key(target: str, shown: str, config: str | None) -> int:
         rotation = rotate_responses(engine, cipher)
         compact(engine)
     finally:
-        engine.dispose()
+        dispose_engine(engine)
     print(
         f"database {shown}: {rotation.rewritten} responses re-encrypted with key "
         f"{rotation.key_id!r}, {rotation.current} already were"

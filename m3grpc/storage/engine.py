@@ -49,7 +49,7 @@ from sqlalchemy.exc import (
     ProgrammingError,
 )
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
-from sqlalchemy.pool import QueuePool
+from sqlalchemy.pool import PoolProxiedConnection, QueuePool
 
 from m3grpc.errors import ConflictKind, ManagedInputConflict, StorageUnavailableError
 from m3grpc.storage.group_commit import GroupCommit, GroupFailed
@@ -110,7 +110,7 @@ def create_store_engine(
     try:
         ensure_schema(engine)
     except BaseException:
-        engine.dispose()
+        dispose_engine(engine)
         raise
     return engine
 
@@ -211,6 +211,14 @@ def add_commit_listener(engine: Engine, listener: CommitListener) -> None:
     _COMMIT_LISTENERS.setdefault(engine, []).append(listener)
 
 
+def dispose_engine(engine: Engine) -> None:
+    """Close `engine`'s connections, the one its writers keep between writes too."""
+    groups = _WRITE_GROUPS.get(engine)
+    if groups is not None:
+        groups.close()
+    engine.dispose()
+
+
 def queued_writers(engine: Engine) -> int:
     """Write transactions of this process waiting for their turn on `engine` now
     (SQLite; always 0 on PostgreSQL, whose writers do not queue here)."""
@@ -223,9 +231,12 @@ def _committed(engine: Engine) -> None:
         listener()
 
 
-def _begin_write(engine: Engine) -> tuple[Connection, RootTransaction]:
-    """A connection in a write transaction (BEGIN IMMEDIATE on SQLite)."""
-    conn = engine.connect()
+def _begin_write(
+    engine: Engine, held: PoolProxiedConnection | None
+) -> tuple[Connection, RootTransaction]:
+    """A connection in a write transaction (BEGIN IMMEDIATE on SQLite): on `held`,
+    a connection of the engine's pool kept checked out, else on a new checkout."""
+    conn = engine.connect() if held is None else Connection(engine, connection=held)
     try:
         _sqlite_begin(conn, write=True)
         return conn, conn.begin()

@@ -63,8 +63,8 @@ def append_event(
     it when the transaction commits (PostgreSQL NOTIFY, m3grpc.storage.changes)."""
     if conn.dialect.name == "postgresql":
         conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": _EVENT_LOCK_KEY})
-    conn.execute(
-        INSERT_EVENT,
+    INSERT_EVENT.execute(
+        conn,
         {
             "kind": kind.value,
             "execution_id": execution_id,

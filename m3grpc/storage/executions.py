@@ -43,6 +43,7 @@ from m3grpc.storage.engine import (
     SQLiteSynchronous,
     add_commit_listener,
     create_store_engine,
+    dispose_engine,
     read_transaction,
     remove_commit_listener,
     write_transaction,
@@ -187,7 +188,7 @@ class SqlExecutionStore:
         try:
             check_keys(self._engine, cipher)
         except BaseException:
-            self._engine.dispose()
+            dispose_engine(self._engine)
             raise
         self._managed_input_store: SqlManagedInputStore | None = None
 
@@ -224,7 +225,7 @@ class SqlExecutionStore:
         return read_clock(self._clock)
 
     def close(self) -> None:
-        self._engine.dispose()
+        dispose_engine(self._engine)
 
     # -- submission and reads ---------------------------------------------------
 

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 
 from sqlalchemy.engine import Connection, Engine, RootTransaction
 from sqlalchemy.engine.interfaces import DBAPIConnection
+from sqlalchemy.pool import PoolProxiedConnection
 
 # At most this many writes share a transaction: the first of them waits for all
 # the others' work before its commit, and other processes wait for the whole group
@@ -60,17 +61,39 @@ class _Group:
     failure: BaseException | None = None
 
 
+Begin = Callable[[Engine, PoolProxiedConnection | None], tuple[Connection, RootTransaction]]
+
+
 class GroupCommit:
     """The turn and the open transaction of one SQLite engine's writers."""
 
-    def __init__(self, begin: Callable[[Engine], tuple[Connection, RootTransaction]]) -> None:
-        # `begin` connects and begins a write transaction (BEGIN IMMEDIATE).
+    def __init__(self, begin: Begin) -> None:
+        # `begin` begins a write transaction (BEGIN IMMEDIATE) on the connection
+        # it is given, or on one of the engine's pool when given None.
         self._begin = begin
         self._mutex = threading.Lock()
         self._held = False  # a writer holds the turn (running its work, or committing)
         self._queue: deque[threading.Lock] = deque()  # writers waiting, in arrival order
         self._group: _Group | None = None  # touched only by the writer holding the turn
+        # The connection of the last committed group, kept for the next one (only
+        # one group is open at a time): a pool checkout and return cost more than
+        # a small transaction's statements. Touched only by the writer holding the turn.
+        self._writer: PoolProxiedConnection | None = None
+        self._closed = False  # close() was called: the turn's last holder closes `_writer`
         self._inside = threading.local()
+
+    def close(self) -> None:
+        """Return the kept connection to the pool (before the engine is disposed):
+        now if no writer holds the turn, else when the last writer queued passes it.
+        (Not by queueing for the turn: a writer handing the turn on would wait
+        for this caller to commit its group.)"""
+        with self._mutex:
+            self._closed = True
+            writer = None if self._held else self._writer
+            if writer is not None:
+                self._writer = None
+        if writer is not None:
+            _quietly(writer.close)
 
     @property
     def waiting(self) -> int:
@@ -92,7 +115,8 @@ class GroupCommit:
         try:
             group = self._group
             if group is None:
-                conn, transaction = self._begin(engine)
+                writer, self._writer = self._writer, None
+                conn, transaction = self._begin(engine, writer)
                 group = self._group = _Group(conn, transaction)
         except BaseException:
             self._pass_turn()
@@ -164,11 +188,16 @@ class GroupCommit:
             return ticket
 
     def _pass_turn(self) -> None:
+        writer = None
         with self._mutex:
             if self._queue:
                 self._queue.popleft().release()
             else:
                 self._held = False
+                if self._closed:
+                    writer, self._writer = self._writer, None
+        if writer is not None:
+            _quietly(writer.close)
 
     def _finish(self, group: _Group, after_commit: Callable[[], None]) -> None:
         """Commit (or, once failed, roll back) `group` and release its members."""
@@ -185,10 +214,19 @@ class GroupCommit:
             else:
                 _quietly(group.transaction.rollback)
         finally:
-            _quietly(group.conn.close)
+            self._keep_or_close(group)
             for ticket in group.waiting:
                 ticket.release()
             self._pass_turn()
+
+    def _keep_or_close(self, group: _Group) -> None:
+        """Keep a committed group's connection for the next group; after a failure
+        it goes back to the pool (or, invalidated, is discarded)."""
+        if group.failure is None:
+            with suppress(Exception):
+                self._writer = group.conn.connection
+                return
+        _quietly(group.conn.close)
 
 
 def _driver(conn: Connection) -> DBAPIConnection:

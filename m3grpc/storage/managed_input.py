@@ -17,6 +17,7 @@ event in the same transaction. The rules, in short:
 from __future__ import annotations
 
 import functools
+import json
 import os
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
@@ -57,7 +58,8 @@ from m3grpc.storage.response_validation import (
     responses_document,
     validate_responses,
 )
-from m3grpc.storage.schema import executions, rounds
+from m3grpc.storage.schema import executions, from_micros, rounds, to_micros
+from m3grpc.storage.statements import RowLike
 from m3grpc.storage.tokens import new_lease_token
 from m3grpc.storage.transitions import (
     EXECUTION_RULE,
@@ -98,6 +100,10 @@ _REQUESTS = TypeAdapter(dict[str, ElicitationRequest])
 _RESPONSES = TypeAdapter(dict[str, ElicitationResponse])
 # The state create_round inserts a round in.
 _CREATED = ROUND_RULE["create_round"].creates()
+# A new round's times, and its JSON values that are not built from a model's JSON
+# form (which reading back gives unchanged), e.g. a tuple that reads back as a list.
+_TIME_COLUMNS = ("deadline", "lease_expires_at", "created_at", "updated_at")
+_FREE_JSON_COLUMNS = ("turn_metadata", "operation_parameters")
 
 
 @dataclass(frozen=True)
@@ -249,63 +255,58 @@ class SqlManagedInputStore:
                 conflict_kind=ConflictKind.STALE_LEASE,
                 metadata={"round_id": pending.round_id},
             )
+        row = {
+            "round_id": pending.round_id,
+            "execution_id": pending.execution_id,
+            "logical_operation_id": pending.logical_operation_id,
+            "server": pending.server,
+            "operation_kind": pending.operation_kind,
+            "operation_name": pending.operation_name,
+            "requests": _REQUESTS.dump_python(dict(pending.requests), mode="json"),
+            "request_state": pending.request_state,
+            "deadline": pending.deadline,
+            "round_index": round_index,
+            "round_limit": round_limit,
+            "status": _CREATED.value,
+            "owner_id": lease.owner_id,
+            "lease_token": lease.lease_token,
+            "lease_expires_at": lease.expires_at,
+            "harness_session_id": harness_session_id,
+            "harness_resume_token": harness_resume_token,
+            "turn_metadata": dict(turn_metadata) if turn_metadata is not None else None,
+            "operation_parameters": dict(operation_parameters or {}),
+            "delivery_attempts": 0,
+            "created_at": pending.created_at,
+            "updated_at": now,
+        }
         with write_transaction(self._engine) as conn:
-            execution = conn.execute(
-                statements.SELECT_EXECUTION_LIFECYCLE, {"execution_id": pending.execution_id}
-            ).first()
-            if execution is None:
+            found = statements.SELECT_ROUND_PRECONDITIONS.first(
+                conn,
+                {
+                    "round_id": pending.round_id,
+                    "execution_id": pending.execution_id,
+                    "logical_operation_id": pending.logical_operation_id,
+                    "round_index": round_index,
+                },
+            )
+            if found is None:
                 raise ManagedInputValidationError(
                     "the round's execution does not exist",
                     field_violations=[FieldViolation("pending.execution_id", "unknown execution")],
                     metadata={"execution_id": pending.execution_id},
                 )
-            if execution.lifecycle == ExecutionStatus.FINISHED.value:
+            if found.lifecycle == ExecutionStatus.FINISHED.value:
                 raise ManagedInputStateError(
                     "the round's execution has finished",
                     metadata={"execution_id": pending.execution_id},
                 )
-            clash = conn.execute(
-                statements.SELECT_ROUND_CLASH,
-                {
-                    "round_id": pending.round_id,
-                    "execution_id": pending.execution_id,
-                    "logical_operation_id": pending.logical_operation_id,
-                    "round_index": round_index,
-                },
-            ).first()
-            if clash is not None:
+            if found.clash is not None:
                 raise ManagedInputConflict(
                     "a round with that ID, or that operation and round_index, exists",
                     conflict_kind=ConflictKind.CONCURRENT_UPDATE,
-                    metadata={"round_id": clash.round_id},
+                    metadata={"round_id": found.clash},
                 )
-            conn.execute(
-                statements.INSERT_ROUND,
-                {
-                    "round_id": pending.round_id,
-                    "execution_id": pending.execution_id,
-                    "logical_operation_id": pending.logical_operation_id,
-                    "server": pending.server,
-                    "operation_kind": pending.operation_kind,
-                    "operation_name": pending.operation_name,
-                    "requests": _REQUESTS.dump_python(dict(pending.requests), mode="json"),
-                    "request_state": pending.request_state,
-                    "deadline": pending.deadline,
-                    "round_index": round_index,
-                    "round_limit": round_limit,
-                    "status": _CREATED.value,
-                    "owner_id": lease.owner_id,
-                    "lease_token": lease.lease_token,
-                    "lease_expires_at": lease.expires_at,
-                    "harness_session_id": harness_session_id,
-                    "harness_resume_token": harness_resume_token,
-                    "turn_metadata": dict(turn_metadata) if turn_metadata is not None else None,
-                    "operation_parameters": dict(operation_parameters or {}),
-                    "delivery_attempts": 0,
-                    "created_at": pending.created_at,
-                    "updated_at": now,
-                },
-            )
+            statements.INSERT_ROUND.execute(conn, row)
             keep_execution_in_step(conn, EXECUTION_RULE["create_round"], pending.execution_id, now)
             append_event(
                 conn,
@@ -315,7 +316,8 @@ class SqlManagedInputStore:
                 status=_CREATED.value,
                 created_at=now,
             )
-            return self._record(self._load(conn, pending.round_id))
+        # The row as stored, without reading it back.
+        return _record(_as_read(row))
 
     def get_round(self, round_id: str) -> ManagedInputRecord:
         require_identifier(round_id, "round_id")
@@ -652,9 +654,9 @@ class SqlManagedInputStore:
         return _record(self._opened(source._mapping if isinstance(source, Row) else source))
 
     @staticmethod
-    def _load(conn: Connection, round_id: str, *, for_update: bool = False) -> Row[Any]:
+    def _load(conn: Connection, round_id: str, *, for_update: bool = False) -> RowLike:
         query = statements.SELECT_ROUND_FOR_UPDATE if for_update else statements.SELECT_ROUND
-        row = conn.execute(query, {"round_id": round_id}).first()
+        row = query.first(conn, {"round_id": round_id})
         if row is None:
             raise RoundNotFoundError(f"no round {round_id!r}", metadata={"round_id": round_id})
         return row
@@ -733,6 +735,21 @@ def redact_responses(record: ManagedInputRecord) -> RedactedResponses:
         content_keys={key: tuple(sorted(value.content or {})) for key, value in responses.items()},
         digest=responses_digest(responses) if record.responses is not None else None,
     )
+
+
+def _as_read(written: Mapping[str, Any]) -> dict[str, Any]:
+    """A new round's row as reading it back would give it: every column (NULL
+    where not written), times in UTC to the microsecond, JSON values decoded
+    from their stored text."""
+    row: dict[str, Any] = dict.fromkeys(rounds.c.keys())
+    row.update(written)
+    for name in _TIME_COLUMNS:
+        if row[name] is not None:
+            row[name] = from_micros(to_micros(row[name]))
+    for name in _FREE_JSON_COLUMNS:
+        if row[name]:
+            row[name] = json.loads(json.dumps(row[name]))
+    return row
 
 
 def _submission(row: Mapping[Any, Any], *, replayed: bool) -> ResponseSubmission:

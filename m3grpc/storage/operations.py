@@ -22,14 +22,14 @@ def record_operation(
     conn: Connection, execution_id: str, result: OperationResult, *, last: bool, now: datetime
 ) -> None:
     """Store `result` once per operation; `last` marks the execution's final operation."""
-    exists = conn.execute(
-        SELECT_OPERATION_STORED,
+    exists = SELECT_OPERATION_STORED.first(
+        conn,
         {"execution_id": execution_id, "logical_operation_id": result.logical_operation_id},
-    ).first()
+    )
     if exists is not None:
         return  # a repeated report of the same operation changes nothing
-    conn.execute(
-        INSERT_OPERATION_RESULT,
+    INSERT_OPERATION_RESULT.execute(
+        conn,
         {
             "execution_id": execution_id,
             "logical_operation_id": result.logical_operation_id,

@@ -30,7 +30,7 @@ from datetime import datetime
 from typing import Any, Generic, TypeVar
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Connection, Row
+from sqlalchemy.engine import Connection
 
 from m3grpc.errors import (
     ConflictKind,
@@ -42,6 +42,7 @@ from m3grpc.storage import statements
 from m3grpc.storage.events import EventKind, append_event, round_event_kind
 from m3grpc.storage.operations import earned_outcome, stored_operations
 from m3grpc.storage.schema import executions, rounds
+from m3grpc.storage.statements import RowLike
 from m3grpc.types import (
     ExecutionOutcome,
     ExecutionResult,
@@ -190,7 +191,7 @@ class RoundMove:
     writes only these. Made by `check_round`, never directly."""
 
     rule: Rule[ManagedInputStatus]
-    row: Row[Any]
+    row: RowLike
     now: datetime
 
     @property
@@ -200,7 +201,7 @@ class RoundMove:
 
 def check_round(
     rule: Rule[ManagedInputStatus],
-    row: Row[Any],
+    row: RowLike,
     *,
     now: datetime,
     lease: ManagedInputLease | None = None,
@@ -285,8 +286,8 @@ def write_round(conn: Connection, move: RoundMove, **values: Any) -> dict[str, A
     row, now = move.row, move.now
     status = move.target
     values = {**values, "status": status.value, "updated_at": now}
-    result = conn.execute(
-        statements.update_round(tuple(sorted(values))),
+    changed = statements.update_round(tuple(sorted(values))).execute(
+        conn,
         {
             "b_round_id": row.round_id,
             "b_status": row.status,
@@ -294,7 +295,7 @@ def write_round(conn: Connection, move: RoundMove, **values: Any) -> dict[str, A
             **{f"v_{name}": value for name, value in values.items()},
         },
     )
-    if result.rowcount != 1:
+    if changed != 1:
         raise ManagedInputConflict(
             "the round changed concurrently",
             conflict_kind=ConflictKind.CONCURRENT_UPDATE,
@@ -341,7 +342,7 @@ def fail_open_rounds(
     return [row.round_id for row in open_rounds]
 
 
-def require_not_recovered(row: Row[Any]) -> None:
+def require_not_recovered(row: RowLike) -> None:
     """A round that recovery failed cannot be resumed: a late response gets
     ManagedInputRecoveryError, not a state error."""
     if row.status == S.FAILED.value and row.failure_code == RECOVERY_FAILURE_CODE:
@@ -352,7 +353,7 @@ def require_not_recovered(row: Row[Any]) -> None:
         )
 
 
-def state_error(row: Row[Any], message: str) -> ManagedInputStateError:
+def state_error(row: RowLike, message: str) -> ManagedInputStateError:
     return ManagedInputStateError(
         f"{message} (round {row.round_id} is {row.status})",
         metadata={"round_id": row.round_id, "status": row.status},
@@ -368,14 +369,14 @@ def _either(states: Collection[ManagedInputStatus | None]) -> str:
 
 
 @functools.cache
-def _lifecycle_update(rule: Rule[ExecutionStatus]) -> sa.Update:
+def _lifecycle_update(rule: Rule[ExecutionStatus]) -> statements.Prepared:
     """The prebuilt (hot path) UPDATE moving an execution by `rule`: only from its
     from-states, so a finished or queued execution is left as it is."""
     assert rule.to_state is not None
-    return (
+    return statements.Prepared(
         executions.update()
         .where(executions.c.execution_id == sa.bindparam("b_execution_id"))
-        .where(executions.c.lifecycle.in_(rule.open_states()))
+        .where(executions.c.lifecycle.in_([sa.literal(s) for s in rule.open_states()]))
         .values(
             lifecycle=rule.to_state.value,
             updated_at=sa.bindparam("v_updated_at", type_=executions.c.updated_at.type),
@@ -388,10 +389,10 @@ def keep_execution_in_step(
 ) -> bool:
     """Move the round's execution by `rule` in the round's transaction (a pending
     round means its execution waits for input); False when the rule does not apply."""
-    result = conn.execute(
-        _lifecycle_update(rule), {"b_execution_id": execution_id, "v_updated_at": now}
+    changed = _lifecycle_update(rule).execute(
+        conn, {"b_execution_id": execution_id, "v_updated_at": now}
     )
-    return result.rowcount == 1
+    return changed == 1
 
 
 def finish_execution(

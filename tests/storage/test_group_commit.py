@@ -32,6 +32,7 @@ from m3grpc.errors import (
 from m3grpc.storage import SqlExecutionStore
 from m3grpc.storage.engine import (
     create_store_engine,
+    dispose_engine,
     queued_writers,
     read_transaction,
     write_transaction,
@@ -241,6 +242,37 @@ def test_a_write_transaction_inside_another_on_one_thread_is_refused(engine: sa.
         with pytest.raises(RuntimeError), write_transaction(engine):
             pass
     assert stored(engine) == [1]
+
+
+def test_closing_the_engine_while_writes_queue_lets_them_commit(engine: sa.Engine) -> None:
+    # The store's close() returns the connection its writers keep between commits;
+    # it must not take a writer's place in the queue: a writer handing the turn on
+    # to it would wait for a commit that never comes.
+    holding, release = threading.Event(), threading.Event()
+
+    def hold_the_turn() -> None:
+        with write_transaction(engine) as conn:
+            conn.exec_driver_sql("INSERT INTO probe VALUES (1)")
+            holding.set()
+            release.wait(30)
+
+    first = threading.Thread(target=hold_the_turn, daemon=True)
+    first.start()
+    assert holding.wait(30)
+    second = threading.Thread(target=insert, args=(engine, 2), daemon=True)
+    second.start()
+    deadline = time.monotonic() + 30
+    while queued_writers(engine) < 1:
+        assert time.monotonic() < deadline, "the second write never queued"
+        time.sleep(0.002)
+    closer = threading.Thread(target=dispose_engine, args=(engine,), daemon=True)
+    closer.start()
+    closer.join(30)
+    release.set()
+    for thread in (first, second, closer):
+        thread.join(30)
+        assert not thread.is_alive(), "a write or the close still waits"
+    assert stored(engine) == [1, 2]
 
 
 def test_no_acknowledged_write_is_lost_when_the_process_is_killed(tmp_path: Path) -> None:
