@@ -201,6 +201,9 @@ def operating_commands(context: Context) -> None:
 def serving(code: str, context: Context) -> Iterator[tuple[str, str]]:
     """Run a block that ends in `m3grpc serve`, on free ports, until it is ready; yield
     what it printed and its address, then stop it with SIGTERM (a clean exit)."""
+    # A block's own --listen (the replicas' 50051 and 50052) is replaced too: a fixed
+    # port can be taken on a busy CI host, and the last --listen given wins.
+    code = re.sub(r"(?<![\w-])--listen \S+", "", code)
     code = re.sub(r"\bserve\b", "serve --listen 127.0.0.1:0", code, count=1)
     code = re.sub(r"--metrics-listen \S+", "--metrics-listen 127.0.0.1:0", code)
     code = re.sub(r"--inbox-listen \S+", "--inbox-listen 127.0.0.1:0", code)
