@@ -61,11 +61,10 @@ class PendingWatch:
         """`buffered_events`: how many of the latest events the shared reader keeps."""
         self._runtime = runtime
         self._poll_interval = poll_interval
-        self._shutdown = shutdown
         # Open WatchPending streams of this process (a metrics gauge).
         self.active = 0
         tail = EventTail(runtime, poll_interval=poll_interval, keep=buffered_events)
-        self._shared = _Shared(tail)
+        self._shared = _Shared(tail, shutdown)
 
     async def stream(
         self, execution_id: str, token: str, principal: str | None = None
@@ -73,9 +72,7 @@ class PendingWatch:
         """`principal`: only that principal's executions (None: every execution)."""
         self.active += 1
         try:
-            stream = _Stream(
-                self._runtime, self._poll_interval, self._shutdown, principal, self._shared
-            )
+            stream = _Stream(self._runtime, self._poll_interval, principal, self._shared)
             async for event in stream.run(execution_id, token):
                 yield event
         finally:
@@ -114,20 +111,23 @@ class RecentReads(Generic[K, V]):
 class _Shared:
     """What every stream of the process shares: the log's reader and the caches."""
 
-    def __init__(self, tail: EventTail) -> None:
+    def __init__(self, tail: EventTail, shutdown: asyncio.Event) -> None:
         self.tail = tail
+        self.shutdown = shutdown  # set when the service stops
         self.rounds: RecentReads[str, ManagedInputRecord] = RecentReads(_RECENT_ROUNDS)
         self.finished: RecentReads[str, ExecutionState] = RecentReads(_RECENT)
         # A live event's message by (seq, the stream's execution filter): the same
         # for every stream with that filter, so built once, not once per stream.
         self.messages: RecentReads[tuple[int, str], WatchEvent | None] = RecentReads(_RECENT)
-        self._shutdown: asyncio.Task[Any] | None = None
+        self._shutdown_wait: asyncio.Task[Any] | None = None
 
-    def shutdown(self, event: asyncio.Event) -> asyncio.Future[Any]:
-        """Done once `event` is set (the service stops): one waiting task for every stream."""
-        if self._shutdown is None or (self._shutdown.done() and not event.is_set()):
-            self._shutdown = asyncio.ensure_future(event.wait())
-        return self._shutdown
+    def shutdown_wait(self) -> asyncio.Future[Any]:
+        """Done once `shutdown` is set: one waiting task for every stream (made on
+        first use, on the running loop)."""
+        wait = self._shutdown_wait
+        if wait is None or (wait.done() and not self.shutdown.is_set()):
+            wait = self._shutdown_wait = asyncio.ensure_future(self.shutdown.wait())
+        return wait
 
 
 class _Stream:
@@ -137,13 +137,11 @@ class _Stream:
         self,
         runtime: Runtime,
         poll_interval: float,
-        shutdown: asyncio.Event,
         principal: str | None,
         shared: _Shared,
     ) -> None:
         self._runtime = runtime
         self._poll_interval = poll_interval
-        self._shutdown = shutdown
         self._principal = principal
         self._shared = shared
 
@@ -286,17 +284,17 @@ class _Stream:
         return state.lifecycle is ExecutionStatus.FINISHED
 
     async def _idle(self, wake: asyncio.Future[None]) -> None:
-        if self._shutdown.is_set():
+        if self._shared.shutdown.is_set():
             raise ServiceShuttingDown
         # One task per process waits for the shutdown; a stream's idle wait only
         # watches its future (no task of its own, every time it goes idle).
-        waits: set[asyncio.Future[Any]] = {wake, self._shared.shutdown(self._shutdown)}
+        waits: set[asyncio.Future[Any]] = {wake, self._shared.shutdown_wait()}
         await asyncio.wait(
             waits,
             timeout=self._runtime.poll_interval(self._poll_interval),
             return_when=asyncio.FIRST_COMPLETED,
         )
-        if self._shutdown.is_set():
+        if self._shared.shutdown.is_set():
             raise ServiceShuttingDown
 
     @staticmethod
