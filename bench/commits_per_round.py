@@ -23,9 +23,6 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +30,7 @@ BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
 sys.path.insert(1, str(BENCH.parent))
 
-from compare_common import ANSWER, REQUEST_KEY  # noqa: E402
+from compare_common import ANSWER, REQUEST_KEY, wait_until_serving  # noqa: E402
 
 TOOLS = {"legacy": "book_legacy", "mrtr": "book_mrtr"}
 PROTOCOLS = {"legacy": "legacy", "mrtr": "2026-07-28"}
@@ -148,18 +145,11 @@ def start_mcp_server() -> tuple[subprocess.Popen[bytes], str]:
         stderr=subprocess.DEVNULL,
     )
     url = f"http://127.0.0.1:{port}/mcp"
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            urllib.request.urlopen(url, timeout=1)
-            break
-        except urllib.error.HTTPError:
-            break  # any HTTP answer: it is serving
-        except OSError:
-            if time.monotonic() > deadline or process.poll() is not None:
-                process.kill()
-                raise RuntimeError("the MCP server did not come up") from None
-            time.sleep(0.1)
+    try:
+        wait_until_serving(url, lambda: None if process.poll() is None else "the MCP server exited")
+    except RuntimeError:
+        process.kill()
+        raise
     return process, url
 
 

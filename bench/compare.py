@@ -46,8 +46,6 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -62,6 +60,7 @@ from compare_common import (  # noqa: E402
     percentile,
     process_cpu_seconds,
     process_rss_bytes,
+    wait_until_serving,
 )
 
 from m3grpc.devtools.serve_process import ServeProcess  # noqa: E402
@@ -392,19 +391,14 @@ class Run:
             pipe=False,
         )
         self.mcp_url = f"http://127.0.0.1:{port}/mcp"
-        deadline = time.monotonic() + 60
-        while True:
-            if self.mcp.process.poll() is not None:
-                raise RuntimeError(f"the MCP server exited:\n{self.mcp.tail()}")
-            try:
-                urllib.request.urlopen(self.mcp_url, timeout=1)
-                break
-            except urllib.error.HTTPError:
-                break  # any HTTP answer means it is serving
-            except OSError:
-                if time.monotonic() > deadline or ABORT.is_set():
-                    raise RuntimeError("the MCP server did not come up") from None
-                time.sleep(0.1)
+        mcp = self.mcp
+
+        def gone() -> str | None:
+            if mcp.process.poll() is not None:
+                return f"the MCP server exited:\n{mcp.tail()}"
+            return "aborted" if ABORT.is_set() else None
+
+        wait_until_serving(self.mcp_url, gone)
 
     def start_service(self, pool_size: int) -> None:
         config = self.directory / "m3.toml"

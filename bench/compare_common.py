@@ -20,6 +20,8 @@ import sqlite3
 import sys
 import threading
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import IO, Any
 
@@ -102,6 +104,25 @@ def process_rss_bytes(pid: int) -> int | None:
     except OSError:
         return None
     return None
+
+
+def wait_until_serving(url: str, gone: Callable[[], str | None], *, timeout: float = 60.0) -> None:
+    """Return once `url` gives any HTTP answer; raise when `gone()` names why the
+    server will never answer (it exited, the run was aborted) or after `timeout`."""
+    deadline = time.monotonic() + timeout
+    while True:
+        reason = gone()
+        if reason is not None:
+            raise RuntimeError(reason)
+        try:
+            urllib.request.urlopen(url, timeout=1)
+            return
+        except urllib.error.HTTPError:
+            return  # any HTTP answer means it is serving
+        except OSError:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{url} did not come up within {timeout:.0f} s") from None
+            time.sleep(0.1)
 
 
 def own_cpu_seconds() -> float:
