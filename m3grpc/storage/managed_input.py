@@ -19,7 +19,7 @@ from __future__ import annotations
 import functools
 import json
 import os
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from functools import cached_property
@@ -70,9 +70,11 @@ from m3grpc.storage.transitions import (
     check_round,
     finish_recovered,
     keep_execution_in_step,
+    moved_row,
     require_not_recovered,
     state_error,
     write_round,
+    write_rounds,
 )
 from m3grpc.types import (
     ElicitationRequest,
@@ -104,6 +106,22 @@ _CREATED = ROUND_RULE["create_round"].creates()
 # form (which reading back gives unchanged), e.g. a tuple that reads back as a list.
 _TIME_COLUMNS = ("deadline", "lease_expires_at", "created_at", "updated_at")
 _FREE_JSON_COLUMNS = ("turn_metadata", "operation_parameters")
+
+
+@dataclass(frozen=True)
+class _Step:
+    """One worker move of a transition: the round rule's method, the time column
+    it stamps, and any other values it writes."""
+
+    method: str
+    stamp: str
+    values: Mapping[str, Any] = field(default_factory=dict)
+
+
+# start_delivery also counts the attempt (a retry from delivery_started: += 1).
+_START_DELIVERY = _Step("start_delivery", "delivery_started_at")
+_MARK_DELIVERED = _Step("mark_delivered", "delivered_at")
+_RESOLVE = _Step("resolve", "resolved_at")
 
 
 @dataclass(frozen=True)
@@ -463,26 +481,12 @@ class SqlManagedInputStore:
         the round moves on to DELIVERED in the same transaction (both steps
         recorded), which commits before the answer leaves."""
         # delivery_started -> delivery_started is a retry by the same live owner.
-        with write_transaction(self._engine) as conn:
-            written = self._move(
-                conn,
-                "start_delivery",
-                round_id,
-                lease,
-                stamp="delivery_started_at",
-                count_attempt=True,
-            )
-            if mark_delivered:
-                written = self._move(conn, "mark_delivered", round_id, lease, stamp="delivered_at")
-        return self._record(written)
+        return self._transition(
+            round_id, lease, _START_DELIVERY, *((_MARK_DELIVERED,) if mark_delivered else ())
+        )
 
     def mark_delivered(self, round_id: str, lease: ManagedInputLease) -> ManagedInputRecord:
-        return self._transition(
-            "mark_delivered",
-            round_id,
-            lease,
-            stamp="delivered_at",
-        )
+        return self._transition(round_id, lease, _MARK_DELIVERED)
 
     def resolve(
         self,
@@ -499,18 +503,13 @@ class SqlManagedInputStore:
         `mark_delivered`: the round is DELIVERY_STARTED and the server's reply is
         both the answer's receipt and the operation's end; the round moves to
         DELIVERED and on to RESOLVED in one transaction (both steps recorded)."""
-        with write_transaction(self._engine) as conn:
-            if mark_delivered:
-                self._move(conn, "mark_delivered", round_id, lease, stamp="delivered_at")
-            written = self._move(
-                conn,
-                "resolve",
-                round_id,
-                lease,
-                stamp="resolved_at",
-                operation=(operation, last) if operation is not None else None,
-            )
-        return self._record(written)
+        return self._transition(
+            round_id,
+            lease,
+            *((_MARK_DELIVERED,) if mark_delivered else ()),
+            _RESOLVE,
+            operation=(operation, last) if operation is not None else None,
+        )
 
     def fail(
         self,
@@ -527,12 +526,14 @@ class SqlManagedInputStore:
         `operation` and `last` are stored as with `resolve`."""
         require_identifier(failure_code, "failure_code")
         return self._transition(
-            "fail",
             round_id,
             lease,
+            _Step(
+                "fail",
+                "failed_at",
+                {"failure_code": failure_code, "failure_message": failure_message},
+            ),
             within=expected_statuses,
-            stamp="failed_at",
-            failure=(failure_code, failure_message),
             operation=(operation, last) if operation is not None else None,
         )
 
@@ -572,60 +573,52 @@ class SqlManagedInputStore:
 
     def _transition(
         self,
-        method: str,
         round_id: str,
         lease: ManagedInputLease,
-        *,
-        stamp: str,
+        *steps: _Step,
         within: Collection[ManagedInputStatus] | None = None,
-        count_attempt: bool = False,
-        failure: tuple[str, str] | None = None,
         operation: tuple[OperationResult, bool] | None = None,
     ) -> ManagedInputRecord:
-        """A worker's move by the round rule `method`, under its lease, in its own transaction."""
+        """A worker's moves (`steps`, in order) under its lease, in one transaction."""
         with write_transaction(self._engine) as conn:
-            written = self._move(
-                conn,
-                method,
-                round_id,
-                lease,
-                stamp=stamp,
-                within=within,
-                count_attempt=count_attempt,
-                failure=failure,
-                operation=operation,
-            )
+            written = self._move(conn, round_id, lease, steps, within=within, operation=operation)
         return self._record(written)
 
     def _move(
         self,
         conn: Connection,
-        method: str,
         round_id: str,
         lease: ManagedInputLease,
+        steps: Sequence[_Step],
         *,
-        stamp: str,
         within: Collection[ManagedInputStatus] | None = None,
-        count_attempt: bool = False,
-        failure: tuple[str, str] | None = None,
         operation: tuple[OperationResult, bool] | None = None,
     ) -> dict[str, Any]:
-        """A worker's move by the round rule `method` inside the caller's transaction;
-        returns the round's new row."""
-        move = self._guard(conn, ROUND_RULE[method], round_id, lease, within=within)
-        row, now = move.row, move.now
-        values: dict[str, Any] = {stamp: now}
-        if count_attempt:
-            values["delivery_attempts"] = row.delivery_attempts + 1
-        if failure is not None:
-            values["failure_code"], values["failure_message"] = failure
-        written = write_round(conn, move, **values)
+        """A worker's moves by the round rules of `steps` inside the caller's
+        transaction: the round read (locked) once, each move checked against the
+        row the one before leaves (state, ownership, lease liveness), all written
+        with one compare-and-set UPDATE, each status change recorded. Returns the
+        round's new row."""
+        require_identifier(round_id, "round_id")
+        row: RowLike = self._load(conn, round_id, for_update=True)
+        now = self.now()
+        moves: list[tuple[RoundMove, dict[str, Any]]] = []
+        for step in steps:
+            move = check_round(ROUND_RULE[step.method], row, now=now, lease=lease, within=within)
+            values: dict[str, Any] = {step.stamp: now, **step.values}
+            if step.method == "start_delivery":
+                values["delivery_attempts"] = row.delivery_attempts + 1
+            moves.append((move, values))
+            row = moved_row(move, **values)
+        written = write_rounds(conn, moves)
+        execution_id = moves[0][0].row.execution_id
         if operation is not None:
             result, last = operation
-            record_operation(conn, row.execution_id, result, last=last, now=now)
-        execution_rule = EXECUTION_RULE.get(method)
-        if execution_rule is not None:
-            keep_execution_in_step(conn, execution_rule, row.execution_id, now)
+            record_operation(conn, execution_id, result, last=last, now=now)
+        for step in steps:
+            execution_rule = EXECUTION_RULE.get(step.method)
+            if execution_rule is not None:
+                keep_execution_in_step(conn, execution_rule, execution_id, now)
         return written
 
     def _guard(
