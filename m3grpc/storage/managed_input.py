@@ -19,11 +19,11 @@ from __future__ import annotations
 import functools
 import json
 import os
+import threading
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from functools import cached_property
-from types import SimpleNamespace
 from typing import Any, Protocol, runtime_checkable
 
 import sqlalchemy as sa
@@ -133,10 +133,12 @@ class ResponseSubmission:
     status: ManagedInputStatus
     replayed: bool
     row: Mapping[Any, Any] = field(repr=False, compare=False)
+    # The round as asked, when already built (the store's cache of them).
+    pending: PendingElicitationRound | None = field(default=None, repr=False, compare=False)
 
     @cached_property
     def record(self) -> ManagedInputRecord:
-        return _record(self.row)
+        return _record(self.row, self.pending)
 
 
 @runtime_checkable
@@ -229,6 +231,7 @@ class SqlManagedInputStore:
         self._clock: Clock = clock or utc_now
         # With a cipher, responses are stored sealed (m3grpc.storage.encryption).
         self._cipher = cipher
+        self._pendings = _PendingCache()
 
     @property
     def engine(self) -> Engine:
@@ -335,7 +338,9 @@ class SqlManagedInputStore:
                 created_at=now,
             )
         # The row as stored, without reading it back.
-        return _record(_as_read(row))
+        record = _record(_as_read(row))
+        self._pendings.put(record.pending)
+        return record
 
     def get_round(self, round_id: str) -> ManagedInputRecord:
         require_identifier(round_id, "round_id")
@@ -415,7 +420,11 @@ class SqlManagedInputStore:
             if row.idempotency_key is not None:
                 if row.idempotency_key == idempotency_key:
                     if row.response_digest == digest:
-                        return _submission(self._opened(row._mapping), replayed=True)
+                        return _submission(
+                            self._opened(row._mapping),
+                            replayed=True,
+                            pending=self._pendings.get(row),
+                        )
                     raise ManagedInputConflict(
                         "this idempotency key was used with a different response",
                         conflict_kind=ConflictKind.IDEMPOTENCY_KEY_REUSED,
@@ -430,7 +439,11 @@ class SqlManagedInputStore:
                     "the round's deadline has passed",
                     metadata={"round_id": round_id, "execution_id": row.execution_id},
                 )
-            validate_responses(_REQUESTS.validate_python(row.requests), document)
+            pending = self._pendings.get(row)
+            validate_responses(
+                _REQUESTS.validate_python(row.requests) if pending is None else pending.requests,
+                document,
+            )
             written = write_round(
                 conn,
                 move,
@@ -441,7 +454,7 @@ class SqlManagedInputStore:
                 response_digest=digest,
                 response_validated_at=now,
             )
-            return _submission({**written, "responses": document}, replayed=False)
+            return _submission({**written, "responses": document}, replayed=False, pending=pending)
 
     # -- worker transitions (compare-and-set on owner_id + lease_token) -------
 
@@ -604,12 +617,13 @@ class SqlManagedInputStore:
         now = self.now()
         moves: list[tuple[RoundMove, dict[str, Any]]] = []
         for step in steps:
+            if moves:
+                row = moved_row(*moves[-1])
             move = check_round(ROUND_RULE[step.method], row, now=now, lease=lease, within=within)
             values: dict[str, Any] = {step.stamp: now, **step.values}
             if step.method == "start_delivery":
                 values["delivery_attempts"] = row.delivery_attempts + 1
             moves.append((move, values))
-            row = moved_row(move, **values)
         written = write_rounds(conn, moves)
         execution_id = moves[0][0].row.execution_id
         if operation is not None:
@@ -644,7 +658,12 @@ class SqlManagedInputStore:
         }
 
     def _record(self, source: Row[Any] | Mapping[str, Any]) -> ManagedInputRecord:
-        return _record(self._opened(source._mapping if isinstance(source, Row) else source))
+        row = self._opened(source._mapping if isinstance(source, Row) else source)
+        pending = self._pendings.get(row)
+        record = _record(row, pending)
+        if pending is None:
+            self._pendings.put(record.pending)
+        return record
 
     @staticmethod
     def _load(conn: Connection, round_id: str, *, for_update: bool = False) -> RowLike:
@@ -745,55 +764,74 @@ def _as_read(written: Mapping[str, Any]) -> dict[str, Any]:
     return row
 
 
-def _submission(row: Mapping[Any, Any], *, replayed: bool) -> ResponseSubmission:
+def _submission(
+    row: Mapping[Any, Any], *, replayed: bool, pending: PendingElicitationRound | None
+) -> ResponseSubmission:
     return ResponseSubmission(
         round_id=row["round_id"],
         status=ManagedInputStatus(row["status"]),
         replayed=replayed,
         row=row,
+        pending=pending,
     )
 
 
-def _record(source: Row[Any] | Mapping[str, Any]) -> ManagedInputRecord:
-    row = SimpleNamespace(**(source._mapping if isinstance(source, Row) else source))
-    lease = (
-        ManagedInputLease(
-            owner_id=row.owner_id, lease_token=row.lease_token, expires_at=row.lease_expires_at
-        )
-        if row.owner_id is not None and row.lease_token is not None
+class _PendingCache:
+    """The rounds as asked (`PendingElicitationRound`) of the rounds this store
+    built records of lately, by round ID. What a round asked never changes once
+    it is stored (no write touches those columns), and validating its requests
+    again was most of the cost of each transition's record; a round is matched
+    by its ID, execution and creation time. Bounded: the oldest goes first."""
+
+    SIZE = 256
+
+    def __init__(self) -> None:
+        self._items: dict[str, PendingElicitationRound] = {}
+        self._lock = threading.Lock()
+
+    def get(self, row: Mapping[str, Any] | RowLike) -> PendingElicitationRound | None:
+        mapping = row._mapping if isinstance(row, Row) else row
+        pending = self._items.get(mapping["round_id"])
+        if (
+            pending is None
+            or pending.execution_id != mapping["execution_id"]
+            or pending.created_at != mapping["created_at"]
+        ):
+            return None
+        return pending
+
+    def put(self, pending: PendingElicitationRound) -> None:
+        with self._lock:
+            if len(self._items) >= self.SIZE:
+                del self._items[next(iter(self._items))]
+            self._items[pending.round_id] = pending
+
+
+# The record's fields read straight from the row's columns of the same name.
+_RECORD_COLUMNS = tuple(
+    name
+    for name in ManagedInputRecord.model_fields
+    if name not in ("pending", "lease", "operation_parameters")
+)
+_PENDING_COLUMNS = tuple(PendingElicitationRound.model_fields)
+
+
+def _record(
+    source: Row[Any] | Mapping[str, Any], pending: PendingElicitationRound | None = None
+) -> ManagedInputRecord:
+    """The record of a round's row (responses opened); `pending`: the round as
+    asked, already built from the same row's columns. One validation of the
+    whole document."""
+    row = source._mapping if isinstance(source, Row) else source
+    fields: dict[str, Any] = {name: row[name] for name in _RECORD_COLUMNS}
+    fields["pending"] = (
+        pending if pending is not None else {name: row[name] for name in _PENDING_COLUMNS}
+    )
+    owner_id, lease_token = row["owner_id"], row["lease_token"]
+    fields["lease"] = (
+        {"owner_id": owner_id, "lease_token": lease_token, "expires_at": row["lease_expires_at"]}
+        if owner_id is not None and lease_token is not None
         else None
     )
-    return ManagedInputRecord(
-        pending=PendingElicitationRound(
-            round_id=row.round_id,
-            execution_id=row.execution_id,
-            logical_operation_id=row.logical_operation_id,
-            server=row.server,
-            operation_kind=row.operation_kind,
-            operation_name=row.operation_name,
-            requests=_REQUESTS.validate_python(row.requests),
-            created_at=row.created_at,
-            request_state=row.request_state,
-            deadline=row.deadline,
-        ),
-        round_index=row.round_index,
-        round_limit=row.round_limit,
-        status=ManagedInputStatus(row.status),
-        lease=lease,
-        responses=_RESPONSES.validate_python(row.responses) if row.responses is not None else None,
-        idempotency_key=row.idempotency_key,
-        harness_session_id=row.harness_session_id,
-        harness_resume_token=row.harness_resume_token,
-        turn_metadata=row.turn_metadata,
-        operation_parameters=row.operation_parameters or {},
-        delivery_attempts=row.delivery_attempts,
-        created_at=row.created_at,
-        updated_at=row.updated_at,
-        response_validated_at=row.response_validated_at,
-        delivery_started_at=row.delivery_started_at,
-        delivered_at=row.delivered_at,
-        resolved_at=row.resolved_at,
-        failed_at=row.failed_at,
-        failure_code=row.failure_code,
-        failure_message=row.failure_message,
-    )
+    fields["operation_parameters"] = row["operation_parameters"] or {}
+    return ManagedInputRecord.model_validate(fields)

@@ -196,7 +196,7 @@ class RoundMove:
     row: RowLike
     now: datetime
 
-    @property
+    @functools.cached_property
     def target(self) -> ManagedInputStatus:
         return self.rule.target(ManagedInputStatus(self.row.status))
 
@@ -288,7 +288,7 @@ def write_round(conn: Connection, move: RoundMove, **values: Any) -> dict[str, A
     return write_rounds(conn, [(move, values)])
 
 
-def moved_row(move: RoundMove, **values: Any) -> StoredRow:
+def moved_row(move: RoundMove, values: Mapping[str, Any]) -> StoredRow:
     """The round as `move`, writing `values`, leaves it: what the next move of the
     same transaction is checked against (`check_round`) before `write_rounds`
     writes both with one UPDATE."""
@@ -305,15 +305,11 @@ def write_rounds(
     the first was checked against `moved_row` of the one before. Every status
     change appends its own event, in order. Returns the round's new row."""
     first = steps[0][0].row
-    row: RowLike = first
     values: dict[str, Any] = {}
-    for move, written in steps:
-        if move.row is not row and (
-            move.row.round_id != first.round_id or move.row.status != row.status
-        ):
+    for index, (move, written) in enumerate(steps):
+        if index and (move.row.round_id != first.round_id or move.row.status != values["status"]):
             raise ValueError("a move not checked against the row the previous one leaves")
         values.update(written, status=move.target.value, updated_at=move.now)
-        row = moved_row(move, **written)
     changed = statements.update_round(tuple(sorted(values))).execute(
         conn,
         {
