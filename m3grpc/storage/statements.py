@@ -23,6 +23,7 @@ from typing import Any
 from weakref import WeakKeyDictionary
 
 import sqlalchemy as sa
+from sqlalchemy.dialects import sqlite
 from sqlalchemy.engine import Connection, Dialect, Row
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.sql.compiler import SQLCompiler
@@ -49,7 +50,7 @@ class StoredRow(dict[str, Any]):
 
 # A row of a prebuilt statement: SQLAlchemy's (PostgreSQL) or the driver's (SQLite).
 RowLike = Row[Any] | StoredRow
-Statement = sa.Select[Any] | sa.Insert | sa.Update
+Statement = sa.Select[Any] | sa.Insert | sa.Update | sqlite.Insert
 
 _NO_DEFAULT = object()
 
@@ -228,13 +229,16 @@ SELECT_OPERATION_STORED = Prepared(
     .where(operation_results.c.execution_id == sa.bindparam("execution_id"))
     .where(operation_results.c.logical_operation_id == sa.bindparam("logical_operation_id"))
 )
-INSERT_OPERATION_RESULT = Prepared(
-    operation_results.insert().values(
-        _values(
-            operation_results,
-            ("execution_id", "logical_operation_id", "result", "last", "recorded_at"),
-        )
-    )
+_OPERATION_RESULT_VALUES = _values(
+    operation_results, ("execution_id", "logical_operation_id", "result", "last", "recorded_at")
+)
+INSERT_OPERATION_RESULT = Prepared(operation_results.insert().values(_OPERATION_RESULT_VALUES))
+# SQLite: the insert that stores an operation's result once (its unique key,
+# uq_operation_result), in one statement instead of a SELECT and an INSERT.
+INSERT_OPERATION_RESULT_ONCE = Prepared(
+    sqlite.insert(operation_results)
+    .values(_OPERATION_RESULT_VALUES)
+    .on_conflict_do_nothing(index_elements=["execution_id", "logical_operation_id"])
 )
 
 INSERT_EVENT = Prepared(
