@@ -20,7 +20,7 @@ import sqlite3
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
-from weakref import WeakKeyDictionary
+from weakref import ReferenceType, WeakKeyDictionary, ref
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import sqlite
@@ -89,11 +89,14 @@ class Prepared:
     helpers (m3grpc.storage.engine) type them the same way; elsewhere executed
     by SQLAlchemy. Rows come as `StoredRow` (SQLite) or `Row`."""
 
-    __slots__ = ("_compiled", "statement")
+    __slots__ = ("_compiled", "_last", "statement")
 
     def __init__(self, statement: Statement) -> None:
         self.statement = statement
         self._compiled: WeakKeyDictionary[Dialect, _Compiled] = WeakKeyDictionary()
+        # The dialect last run on and its compiled form: one process has one
+        # store engine as a rule, and this check is cheaper than the dictionary's.
+        self._last: tuple[ReferenceType[Dialect], _Compiled] | None = None
 
     def first(self, conn: Connection, params: Mapping[str, Any]) -> RowLike | None:
         """The first row, or None."""
@@ -118,9 +121,14 @@ class Prepared:
 
     def _run(self, conn: Connection, params: Mapping[str, Any]) -> tuple[_Compiled, Any]:
         dialect = conn.dialect
-        compiled = self._compiled.get(dialect)
-        if compiled is None:
-            compiled = self._compiled[dialect] = _compile(self.statement, dialect)
+        last = self._last
+        if last is not None and last[0]() is dialect:
+            compiled = last[1]
+        else:
+            known = self._compiled.get(dialect)
+            compiled = known if known is not None else _compile(self.statement, dialect)
+            self._compiled[dialect] = compiled
+            self._last = (ref(dialect), compiled)
         arguments = compiled.arguments(params)
         try:
             return compiled, conn.connection.driver_connection.execute(  # type: ignore[union-attr]
