@@ -264,7 +264,7 @@ def ensure_venv(python: str, timeout: float, *, install: bool) -> tuple[Path | N
 def raw_limits(
     directory: Path, transactions: int, cycles: int, echo_address: str | None, calls: int
 ) -> dict[str, Any]:
-    from store_transitions import bench_raw, bench_store
+    from store_transitions import COMMITS_PER_CYCLE, TRANSITIONS_PER_CYCLE, bench_raw, bench_store
 
     raw = bench_raw(directory / "raw-full.sqlite", "FULL", transactions)
     with sqlite3.connect(directory / "raw-full.sqlite") as conn:
@@ -279,7 +279,9 @@ def raw_limits(
             "ms": 1000 / raw.transactions_per_second,
         },
         "store_round_cycle": {
-            "transitions": 5,
+            "transitions": TRANSITIONS_PER_CYCLE,
+            # The runtime's transactions for one round (bench/store_transitions.py).
+            "commits": COMMITS_PER_CYCLE["runtime"],
             "cycles": store.iterations,
             "per_second": store.cycles_per_second,
             "ms": 1000 / store.cycles_per_second if store.cycles_per_second else None,
@@ -789,7 +791,8 @@ def print_report(document: dict[str, Any]) -> None:
         f"({commit['per_second']:.0f}/s)"
     )
     print(
-        f"  M3 store round cycle (5 transitions, FULL): {cycle['ms']:.2f} ms "
+        f"  M3 store round cycle ({cycle['transitions']} transitions, "
+        f"{cycle.get('commits', cycle['transitions'])} commits, FULL): {cycle['ms']:.2f} ms "
         f"({cycle['per_second']:.0f}/s) = {cycle['x_bare_commit']:.1f}x a bare commit"
     )
     if "grpc_unary" in limits:

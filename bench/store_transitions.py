@@ -6,8 +6,15 @@ Measures, in one run on one machine:
         (WAL, BEGIN IMMEDIATE, one small INSERT per transaction, one connection),
         with synchronous=FULL (the store's default) and NORMAL;
   (ii)  store: full round cycles per second through SqlManagedInputStore on SQLite,
-        synchronous=FULL: create_round -> submit_responses -> start_delivery ->
-        mark_delivered -> resolve (5 transitions, each its own transaction);
+        synchronous=FULL, in the transactions the runtime commits for one round
+        (m3grpc/runtime/resolvers.py; `python bench/commits_per_round.py` lists them):
+        create_round; submit_responses (the Respond, its record built as the service
+        builds it for the waiting worker); start_delivery; resolve with mark_delivered
+        (the server's reply is both the answer's receipt and the operation's end) and
+        the operation's result stored: 5 transitions in 4 transactions. With
+        `--sequence separate`: the 5 transitions each in its own transaction, as the
+        runtime committed them before (create_round -> submit_responses ->
+        start_delivery -> mark_delivered -> resolve);
   (iii) the same store cycles with synchronous=NORMAL, for reference;
   (iv)  with --threads N: the store cycles from N threads at once, as the runtime's
         store threads run them under load, and how many commits they took (group
@@ -18,7 +25,8 @@ which a loaded machine distorts far less than the rates. Every measurement uses 
 database file, runs a few untimed warm-up
 iterations, then a fixed number of timed ones: it stops by itself.
 
-    python bench/store_transitions.py [--cycles 300] [--threads 16] [--database-dir DIR] [--json]
+    python bench/store_transitions.py [--cycles 300] [--threads 16] [--sequence runtime|separate]
+                                      [--database-dir DIR] [--json]
 """
 
 from __future__ import annotations
@@ -40,6 +48,8 @@ from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 TRANSITIONS_PER_CYCLE = 5
+# Transactions per cycle, by sequence (see the module docstring).
+COMMITS_PER_CYCLE = {"runtime": 4, "separate": 5}
 WARMUP = 10
 
 
@@ -92,15 +102,18 @@ def bench_raw(path: Path, synchronous: str, transactions: int) -> Measurement:
     )
 
 
-def bench_store(path: Path, synchronous: str, cycles: int, threads: int = 1) -> Measurement:
-    """Full round cycles per second through SqlManagedInputStore (5 transitions each),
-    from `threads` threads at once."""
+def bench_store(
+    path: Path, synchronous: str, cycles: int, threads: int = 1, sequence: str = "runtime"
+) -> Measurement:
+    """Full round cycles per second through SqlManagedInputStore (5 transitions each,
+    committed as `sequence` says), from `threads` threads at once."""
     if str(REPO_ROOT) not in sys.path:
         sys.path.insert(0, str(REPO_ROOT))
     from m3grpc.storage import ManagedInputLease, SqlExecutionStore
     from m3grpc.types import (
         ElicitationResponse,
         FormElicitationRequest,
+        OperationResult,
         PendingElicitationRound,
     )
 
@@ -113,6 +126,15 @@ def bench_store(path: Path, synchronous: str, cycles: int, threads: int = 1) -> 
     responses = {
         "address": ElicitationResponse(action="accept", content={"street": "1 Main", "city": "A"})
     }
+    # What the operation returned: stored with its round's resolve, as the runtime does.
+    result = OperationResult(
+        logical_operation_id="op-0",
+        server="bench",
+        operation_kind="tool",
+        operation_name="book",
+        ok=True,
+        result={"content": [{"type": "text", "text": "booked"}], "isError": False},
+    )
     execution_store = SqlExecutionStore(path, sqlite_synchronous=synchronous)  # type: ignore[arg-type]
     store = execution_store.managed_input_store
     try:
@@ -147,10 +169,22 @@ def bench_store(path: Path, synchronous: str, cycles: int, threads: int = 1) -> 
         def cycle(index: int) -> None:
             pending, lease = rounds[index]
             store.create_round(pending, lease=lease)
-            store.submit_responses(pending.round_id, responses, idempotency_key=f"k{index}")
-            store.start_delivery(pending.round_id, lease)
-            store.mark_delivered(pending.round_id, lease)
-            record = store.resolve(pending.round_id, lease)
+            if sequence == "separate":
+                store.submit_responses(pending.round_id, responses, idempotency_key=f"k{index}")
+                store.start_delivery(pending.round_id, lease)
+                store.mark_delivered(pending.round_id, lease)
+                record = store.resolve(pending.round_id, lease)
+            else:
+                # As the service's Respond (its record wakes the waiting worker) and
+                # the runtime's resolver (m3grpc/runtime/resolvers.py) make them.
+                submitted = store.submit_responses_detailed(
+                    pending.round_id, responses, idempotency_key=f"k{index}"
+                )
+                assert submitted.record.status.value == "response_validated"
+                store.start_delivery(pending.round_id, lease)
+                record = store.resolve(
+                    pending.round_id, lease, operation=result, last=True, mark_delivered=True
+                )
             assert record.status.value == "resolved"
 
         commits = [0]
@@ -175,7 +209,8 @@ def bench_store(path: Path, synchronous: str, cycles: int, threads: int = 1) -> 
     finally:
         execution_store.close()
     return Measurement(
-        name="store round cycle (5 transitions)" + (f", {threads} threads" if threads > 1 else ""),
+        name=f"store round cycle ({COMMITS_PER_CYCLE[sequence]} commits)"
+        + (f", {threads} threads" if threads > 1 else ""),
         synchronous=synchronous,
         iterations=cycles,
         seconds=seconds,
@@ -187,19 +222,27 @@ def bench_store(path: Path, synchronous: str, cycles: int, threads: int = 1) -> 
     )
 
 
-def run(cycles: int, directory: Path, threads: int = 1) -> list[Measurement]:
+def run(
+    cycles: int, directory: Path, threads: int = 1, sequence: str = "runtime"
+) -> list[Measurement]:
     raw_transactions = cycles * TRANSITIONS_PER_CYCLE
     raw = {
         sync: bench_raw(directory / f"raw-{sync.lower()}.sqlite", sync, raw_transactions)
         for sync in ("FULL", "NORMAL")
     }
     store = [
-        bench_store(directory / f"store-{sync.lower()}.sqlite", sync, cycles)
+        bench_store(directory / f"store-{sync.lower()}.sqlite", sync, cycles, sequence=sequence)
         for sync in ("FULL", "NORMAL")
     ]
     if threads > 1:
         store.append(
-            bench_store(directory / "store-threads.sqlite", "FULL", cycles, threads=threads)
+            bench_store(
+                directory / "store-threads.sqlite",
+                "FULL",
+                cycles,
+                threads=threads,
+                sequence=sequence,
+            )
         )
     results = [*raw.values(), *store]
     for m in results:
@@ -246,6 +289,13 @@ def main(argv: list[str] | None = None) -> int:
         default=1,
         help="also run the FULL store cycles from this many threads at once (default 1: not)",
     )
+    parser.add_argument(
+        "--sequence",
+        choices=sorted(COMMITS_PER_CYCLE),
+        default="runtime",
+        help="runtime (default): the round's transitions in the transactions the runtime "
+        "commits them in (4); separate: each of the 5 in its own transaction",
+    )
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     args = parser.parse_args(argv)
     if args.cycles < 1:
@@ -258,7 +308,7 @@ def main(argv: list[str] | None = None) -> int:
     directory.mkdir(parents=True, exist_ok=True)
     run_directory = Path(tempfile.mkdtemp(prefix="run-", dir=directory))
     try:
-        results = run(args.cycles, run_directory, args.threads)
+        results = run(args.cycles, run_directory, args.threads, args.sequence)
     finally:
         shutil.rmtree(directory if temporary else run_directory, ignore_errors=True)
 
@@ -268,6 +318,8 @@ def main(argv: list[str] | None = None) -> int:
         "platform": platform.platform(),
         "database_dir": str(directory),
         "transitions_per_cycle": TRANSITIONS_PER_CYCLE,
+        "sequence": args.sequence,
+        "commits_per_cycle": COMMITS_PER_CYCLE[args.sequence],
     }
     if args.json:
         print(
@@ -281,11 +333,16 @@ def main(argv: list[str] | None = None) -> int:
             f"{environment['platform']}; files in {directory}"
         )
         print(table(results))
-        store_full = results[2]
+        store_full, raw_full = results[2], results[0]
+        assert store_full.cycles_per_second is not None
+        cycle_ms = 1000 / store_full.cycles_per_second
+        commit_ms = 1000 / raw_full.transactions_per_second
         print(
             f"\nstore, synchronous=FULL: {store_full.cycles_per_second:.1f} cycles/s = "
-            f"{store_full.transactions_per_second:.1f} transitions/s = "
-            f"{store_full.ratio_to_raw_full:.0%} of the raw commit limit"
+            f"{store_full.transactions_per_second:.1f} transitions/s; a cycle "
+            f"({TRANSITIONS_PER_CYCLE} transitions, {COMMITS_PER_CYCLE[args.sequence]} commits) "
+            f"{cycle_ms:.2f} ms = {cycle_ms / commit_ms:.1f}x a bare commit ({commit_ms:.3f} ms); "
+            f"CPU {store_full.cpu_ms_per_iteration or 0:.3f} ms per cycle"
         )
         if args.threads > 1:
             many = results[-1]

@@ -19,11 +19,11 @@ from __future__ import annotations
 import functools
 import json
 import os
-from collections.abc import Collection, Mapping
+import threading
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from functools import cached_property
-from types import SimpleNamespace
 from typing import Any, Protocol, runtime_checkable
 
 import sqlalchemy as sa
@@ -70,9 +70,11 @@ from m3grpc.storage.transitions import (
     check_round,
     finish_recovered,
     keep_execution_in_step,
+    moved_row,
     require_not_recovered,
     state_error,
     write_round,
+    write_rounds,
 )
 from m3grpc.types import (
     ElicitationRequest,
@@ -107,6 +109,22 @@ _FREE_JSON_COLUMNS = ("turn_metadata", "operation_parameters")
 
 
 @dataclass(frozen=True)
+class _Step:
+    """One worker move of a transition: the round rule's method, the time column
+    it stamps, and any other values it writes."""
+
+    method: str
+    stamp: str
+    values: Mapping[str, Any] = field(default_factory=dict)
+
+
+# start_delivery also counts the attempt (a retry from delivery_started: += 1).
+_START_DELIVERY = _Step("start_delivery", "delivery_started_at")
+_MARK_DELIVERED = _Step("mark_delivered", "delivered_at")
+_RESOLVE = _Step("resolve", "resolved_at")
+
+
+@dataclass(frozen=True)
 class ResponseSubmission:
     """What submit_responses did: the round's status after it, and whether it was an
     idempotent replay. `record` builds the whole round record when first read."""
@@ -115,10 +133,12 @@ class ResponseSubmission:
     status: ManagedInputStatus
     replayed: bool
     row: Mapping[Any, Any] = field(repr=False, compare=False)
+    # The round as asked, when already built (the store's cache of them).
+    pending: PendingElicitationRound | None = field(default=None, repr=False, compare=False)
 
     @cached_property
     def record(self) -> ManagedInputRecord:
-        return _record(self.row)
+        return _record(self.row, self.pending)
 
 
 @runtime_checkable
@@ -211,6 +231,7 @@ class SqlManagedInputStore:
         self._clock: Clock = clock or utc_now
         # With a cipher, responses are stored sealed (m3grpc.storage.encryption).
         self._cipher = cipher
+        self._pendings = _PendingCache()
 
     @property
     def engine(self) -> Engine:
@@ -317,7 +338,9 @@ class SqlManagedInputStore:
                 created_at=now,
             )
         # The row as stored, without reading it back.
-        return _record(_as_read(row))
+        record = _record(_as_read(row))
+        self._pendings.put(record.pending)
+        return record
 
     def get_round(self, round_id: str) -> ManagedInputRecord:
         require_identifier(round_id, "round_id")
@@ -397,7 +420,11 @@ class SqlManagedInputStore:
             if row.idempotency_key is not None:
                 if row.idempotency_key == idempotency_key:
                     if row.response_digest == digest:
-                        return _submission(self._opened(row._mapping), replayed=True)
+                        return _submission(
+                            self._opened(row._mapping),
+                            replayed=True,
+                            pending=self._pendings.get(row),
+                        )
                     raise ManagedInputConflict(
                         "this idempotency key was used with a different response",
                         conflict_kind=ConflictKind.IDEMPOTENCY_KEY_REUSED,
@@ -412,7 +439,11 @@ class SqlManagedInputStore:
                     "the round's deadline has passed",
                     metadata={"round_id": round_id, "execution_id": row.execution_id},
                 )
-            validate_responses(_REQUESTS.validate_python(row.requests), document)
+            pending = self._pendings.get(row)
+            validate_responses(
+                _REQUESTS.validate_python(row.requests) if pending is None else pending.requests,
+                document,
+            )
             written = write_round(
                 conn,
                 move,
@@ -423,7 +454,7 @@ class SqlManagedInputStore:
                 response_digest=digest,
                 response_validated_at=now,
             )
-            return _submission({**written, "responses": document}, replayed=False)
+            return _submission({**written, "responses": document}, replayed=False, pending=pending)
 
     # -- worker transitions (compare-and-set on owner_id + lease_token) -------
 
@@ -463,26 +494,12 @@ class SqlManagedInputStore:
         the round moves on to DELIVERED in the same transaction (both steps
         recorded), which commits before the answer leaves."""
         # delivery_started -> delivery_started is a retry by the same live owner.
-        with write_transaction(self._engine) as conn:
-            written = self._move(
-                conn,
-                "start_delivery",
-                round_id,
-                lease,
-                stamp="delivery_started_at",
-                count_attempt=True,
-            )
-            if mark_delivered:
-                written = self._move(conn, "mark_delivered", round_id, lease, stamp="delivered_at")
-        return self._record(written)
+        return self._transition(
+            round_id, lease, _START_DELIVERY, *((_MARK_DELIVERED,) if mark_delivered else ())
+        )
 
     def mark_delivered(self, round_id: str, lease: ManagedInputLease) -> ManagedInputRecord:
-        return self._transition(
-            "mark_delivered",
-            round_id,
-            lease,
-            stamp="delivered_at",
-        )
+        return self._transition(round_id, lease, _MARK_DELIVERED)
 
     def resolve(
         self,
@@ -499,18 +516,13 @@ class SqlManagedInputStore:
         `mark_delivered`: the round is DELIVERY_STARTED and the server's reply is
         both the answer's receipt and the operation's end; the round moves to
         DELIVERED and on to RESOLVED in one transaction (both steps recorded)."""
-        with write_transaction(self._engine) as conn:
-            if mark_delivered:
-                self._move(conn, "mark_delivered", round_id, lease, stamp="delivered_at")
-            written = self._move(
-                conn,
-                "resolve",
-                round_id,
-                lease,
-                stamp="resolved_at",
-                operation=(operation, last) if operation is not None else None,
-            )
-        return self._record(written)
+        return self._transition(
+            round_id,
+            lease,
+            *((_MARK_DELIVERED,) if mark_delivered else ()),
+            _RESOLVE,
+            operation=(operation, last) if operation is not None else None,
+        )
 
     def fail(
         self,
@@ -527,12 +539,14 @@ class SqlManagedInputStore:
         `operation` and `last` are stored as with `resolve`."""
         require_identifier(failure_code, "failure_code")
         return self._transition(
-            "fail",
             round_id,
             lease,
+            _Step(
+                "fail",
+                "failed_at",
+                {"failure_code": failure_code, "failure_message": failure_message},
+            ),
             within=expected_statuses,
-            stamp="failed_at",
-            failure=(failure_code, failure_message),
             operation=(operation, last) if operation is not None else None,
         )
 
@@ -572,60 +586,53 @@ class SqlManagedInputStore:
 
     def _transition(
         self,
-        method: str,
         round_id: str,
         lease: ManagedInputLease,
-        *,
-        stamp: str,
+        *steps: _Step,
         within: Collection[ManagedInputStatus] | None = None,
-        count_attempt: bool = False,
-        failure: tuple[str, str] | None = None,
         operation: tuple[OperationResult, bool] | None = None,
     ) -> ManagedInputRecord:
-        """A worker's move by the round rule `method`, under its lease, in its own transaction."""
+        """A worker's moves (`steps`, in order) under its lease, in one transaction."""
         with write_transaction(self._engine) as conn:
-            written = self._move(
-                conn,
-                method,
-                round_id,
-                lease,
-                stamp=stamp,
-                within=within,
-                count_attempt=count_attempt,
-                failure=failure,
-                operation=operation,
-            )
+            written = self._move(conn, round_id, lease, steps, within=within, operation=operation)
         return self._record(written)
 
     def _move(
         self,
         conn: Connection,
-        method: str,
         round_id: str,
         lease: ManagedInputLease,
+        steps: Sequence[_Step],
         *,
-        stamp: str,
         within: Collection[ManagedInputStatus] | None = None,
-        count_attempt: bool = False,
-        failure: tuple[str, str] | None = None,
         operation: tuple[OperationResult, bool] | None = None,
     ) -> dict[str, Any]:
-        """A worker's move by the round rule `method` inside the caller's transaction;
-        returns the round's new row."""
-        move = self._guard(conn, ROUND_RULE[method], round_id, lease, within=within)
-        row, now = move.row, move.now
-        values: dict[str, Any] = {stamp: now}
-        if count_attempt:
-            values["delivery_attempts"] = row.delivery_attempts + 1
-        if failure is not None:
-            values["failure_code"], values["failure_message"] = failure
-        written = write_round(conn, move, **values)
+        """A worker's moves by the round rules of `steps` inside the caller's
+        transaction: the round read (locked) once, each move checked against the
+        row the one before leaves (state, ownership, lease liveness), all written
+        with one compare-and-set UPDATE, each status change recorded. Returns the
+        round's new row."""
+        require_identifier(round_id, "round_id")
+        row: RowLike = self._load(conn, round_id, for_update=True)
+        now = self.now()
+        moves: list[tuple[RoundMove, dict[str, Any]]] = []
+        for step in steps:
+            if moves:
+                row = moved_row(*moves[-1])
+            move = check_round(ROUND_RULE[step.method], row, now=now, lease=lease, within=within)
+            values: dict[str, Any] = {step.stamp: now, **step.values}
+            if step.method == "start_delivery":
+                values["delivery_attempts"] = row.delivery_attempts + 1
+            moves.append((move, values))
+        written = write_rounds(conn, moves)
+        execution_id = moves[0][0].row.execution_id
         if operation is not None:
             result, last = operation
-            record_operation(conn, row.execution_id, result, last=last, now=now)
-        execution_rule = EXECUTION_RULE.get(method)
-        if execution_rule is not None:
-            keep_execution_in_step(conn, execution_rule, row.execution_id, now)
+            record_operation(conn, execution_id, result, last=last, now=now)
+        for step in steps:
+            execution_rule = EXECUTION_RULE.get(step.method)
+            if execution_rule is not None:
+                keep_execution_in_step(conn, execution_rule, execution_id, now)
         return written
 
     def _guard(
@@ -651,7 +658,12 @@ class SqlManagedInputStore:
         }
 
     def _record(self, source: Row[Any] | Mapping[str, Any]) -> ManagedInputRecord:
-        return _record(self._opened(source._mapping if isinstance(source, Row) else source))
+        row = self._opened(source._mapping if isinstance(source, Row) else source)
+        pending = self._pendings.get(row)
+        record = _record(row, pending)
+        if pending is None:
+            self._pendings.put(record.pending)
+        return record
 
     @staticmethod
     def _load(conn: Connection, round_id: str, *, for_update: bool = False) -> RowLike:
@@ -752,55 +764,74 @@ def _as_read(written: Mapping[str, Any]) -> dict[str, Any]:
     return row
 
 
-def _submission(row: Mapping[Any, Any], *, replayed: bool) -> ResponseSubmission:
+def _submission(
+    row: Mapping[Any, Any], *, replayed: bool, pending: PendingElicitationRound | None
+) -> ResponseSubmission:
     return ResponseSubmission(
         round_id=row["round_id"],
         status=ManagedInputStatus(row["status"]),
         replayed=replayed,
         row=row,
+        pending=pending,
     )
 
 
-def _record(source: Row[Any] | Mapping[str, Any]) -> ManagedInputRecord:
-    row = SimpleNamespace(**(source._mapping if isinstance(source, Row) else source))
-    lease = (
-        ManagedInputLease(
-            owner_id=row.owner_id, lease_token=row.lease_token, expires_at=row.lease_expires_at
-        )
-        if row.owner_id is not None and row.lease_token is not None
+class _PendingCache:
+    """The rounds as asked (`PendingElicitationRound`) of the rounds this store
+    built records of lately, by round ID. What a round asked never changes once
+    it is stored (no write touches those columns), and validating its requests
+    again was most of the cost of each transition's record; a round is matched
+    by its ID, execution and creation time. Bounded: the oldest goes first."""
+
+    SIZE = 256
+
+    def __init__(self) -> None:
+        self._items: dict[str, PendingElicitationRound] = {}
+        self._lock = threading.Lock()
+
+    def get(self, row: Mapping[str, Any] | RowLike) -> PendingElicitationRound | None:
+        mapping = row._mapping if isinstance(row, Row) else row
+        pending = self._items.get(mapping["round_id"])
+        if (
+            pending is None
+            or pending.execution_id != mapping["execution_id"]
+            or pending.created_at != mapping["created_at"]
+        ):
+            return None
+        return pending
+
+    def put(self, pending: PendingElicitationRound) -> None:
+        with self._lock:
+            if len(self._items) >= self.SIZE:
+                del self._items[next(iter(self._items))]
+            self._items[pending.round_id] = pending
+
+
+# The record's fields read straight from the row's columns of the same name.
+_RECORD_COLUMNS = tuple(
+    name
+    for name in ManagedInputRecord.model_fields
+    if name not in ("pending", "lease", "operation_parameters")
+)
+_PENDING_COLUMNS = tuple(PendingElicitationRound.model_fields)
+
+
+def _record(
+    source: Row[Any] | Mapping[str, Any], pending: PendingElicitationRound | None = None
+) -> ManagedInputRecord:
+    """The record of a round's row (responses opened); `pending`: the round as
+    asked, already built from the same row's columns. One validation of the
+    whole document."""
+    row = source._mapping if isinstance(source, Row) else source
+    fields: dict[str, Any] = {name: row[name] for name in _RECORD_COLUMNS}
+    fields["pending"] = (
+        pending if pending is not None else {name: row[name] for name in _PENDING_COLUMNS}
+    )
+    owner_id, lease_token = row["owner_id"], row["lease_token"]
+    fields["lease"] = (
+        {"owner_id": owner_id, "lease_token": lease_token, "expires_at": row["lease_expires_at"]}
+        if owner_id is not None and lease_token is not None
         else None
     )
-    return ManagedInputRecord(
-        pending=PendingElicitationRound(
-            round_id=row.round_id,
-            execution_id=row.execution_id,
-            logical_operation_id=row.logical_operation_id,
-            server=row.server,
-            operation_kind=row.operation_kind,
-            operation_name=row.operation_name,
-            requests=_REQUESTS.validate_python(row.requests),
-            created_at=row.created_at,
-            request_state=row.request_state,
-            deadline=row.deadline,
-        ),
-        round_index=row.round_index,
-        round_limit=row.round_limit,
-        status=ManagedInputStatus(row.status),
-        lease=lease,
-        responses=_RESPONSES.validate_python(row.responses) if row.responses is not None else None,
-        idempotency_key=row.idempotency_key,
-        harness_session_id=row.harness_session_id,
-        harness_resume_token=row.harness_resume_token,
-        turn_metadata=row.turn_metadata,
-        operation_parameters=row.operation_parameters or {},
-        delivery_attempts=row.delivery_attempts,
-        created_at=row.created_at,
-        updated_at=row.updated_at,
-        response_validated_at=row.response_validated_at,
-        delivery_started_at=row.delivery_started_at,
-        delivered_at=row.delivered_at,
-        resolved_at=row.resolved_at,
-        failed_at=row.failed_at,
-        failure_code=row.failure_code,
-        failure_message=row.failure_message,
-    )
+    fields["operation_parameters"] = row["operation_parameters"] or {}
+    return ManagedInputRecord.model_validate(fields)

@@ -14,30 +14,35 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from m3grpc.storage.schema import operation_results
-from m3grpc.storage.statements import INSERT_OPERATION_RESULT, SELECT_OPERATION_STORED
+from m3grpc.storage.statements import (
+    INSERT_OPERATION_RESULT,
+    INSERT_OPERATION_RESULT_ONCE,
+    SELECT_OPERATION_STORED,
+)
 from m3grpc.types import ExecutionOutcome, OperationResult
 
 
 def record_operation(
     conn: Connection, execution_id: str, result: OperationResult, *, last: bool, now: datetime
 ) -> None:
-    """Store `result` once per operation; `last` marks the execution's final operation."""
+    """Store `result` once per operation; `last` marks the execution's final operation.
+    A repeated report of the same operation changes nothing."""
+    row = {
+        "execution_id": execution_id,
+        "logical_operation_id": result.logical_operation_id,
+        "result": result.model_dump(mode="json"),
+        "last": last,
+        "recorded_at": now,
+    }
+    if conn.dialect.name == "sqlite":
+        INSERT_OPERATION_RESULT_ONCE.execute(conn, row)
+        return
     exists = SELECT_OPERATION_STORED.first(
         conn,
         {"execution_id": execution_id, "logical_operation_id": result.logical_operation_id},
     )
-    if exists is not None:
-        return  # a repeated report of the same operation changes nothing
-    INSERT_OPERATION_RESULT.execute(
-        conn,
-        {
-            "execution_id": execution_id,
-            "logical_operation_id": result.logical_operation_id,
-            "result": result.model_dump(mode="json"),
-            "last": last,
-            "recorded_at": now,
-        },
-    )
+    if exists is None:
+        INSERT_OPERATION_RESULT.execute(conn, row)
 
 
 def stored_operations(conn: Connection, execution_id: str) -> tuple[list[OperationResult], bool]:

@@ -20,9 +20,10 @@ import sqlite3
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
-from weakref import WeakKeyDictionary
+from weakref import ReferenceType, WeakKeyDictionary, ref
 
 import sqlalchemy as sa
+from sqlalchemy.dialects import sqlite
 from sqlalchemy.engine import Connection, Dialect, Row
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.sql.compiler import SQLCompiler
@@ -49,7 +50,7 @@ class StoredRow(dict[str, Any]):
 
 # A row of a prebuilt statement: SQLAlchemy's (PostgreSQL) or the driver's (SQLite).
 RowLike = Row[Any] | StoredRow
-Statement = sa.Select[Any] | sa.Insert | sa.Update
+Statement = sa.Select[Any] | sa.Insert | sa.Update | sqlite.Insert
 
 _NO_DEFAULT = object()
 
@@ -88,11 +89,14 @@ class Prepared:
     helpers (m3grpc.storage.engine) type them the same way; elsewhere executed
     by SQLAlchemy. Rows come as `StoredRow` (SQLite) or `Row`."""
 
-    __slots__ = ("_compiled", "statement")
+    __slots__ = ("_compiled", "_last", "statement")
 
     def __init__(self, statement: Statement) -> None:
         self.statement = statement
         self._compiled: WeakKeyDictionary[Dialect, _Compiled] = WeakKeyDictionary()
+        # The dialect last run on and its compiled form: one process has one
+        # store engine as a rule, and this check is cheaper than the dictionary's.
+        self._last: tuple[ReferenceType[Dialect], _Compiled] | None = None
 
     def first(self, conn: Connection, params: Mapping[str, Any]) -> RowLike | None:
         """The first row, or None."""
@@ -117,9 +121,14 @@ class Prepared:
 
     def _run(self, conn: Connection, params: Mapping[str, Any]) -> tuple[_Compiled, Any]:
         dialect = conn.dialect
-        compiled = self._compiled.get(dialect)
-        if compiled is None:
-            compiled = self._compiled[dialect] = _compile(self.statement, dialect)
+        last = self._last
+        if last is not None and last[0]() is dialect:
+            compiled = last[1]
+        else:
+            known = self._compiled.get(dialect)
+            compiled = known if known is not None else _compile(self.statement, dialect)
+            self._compiled[dialect] = compiled
+            self._last = (ref(dialect), compiled)
         arguments = compiled.arguments(params)
         try:
             return compiled, conn.connection.driver_connection.execute(  # type: ignore[union-attr]
@@ -228,13 +237,16 @@ SELECT_OPERATION_STORED = Prepared(
     .where(operation_results.c.execution_id == sa.bindparam("execution_id"))
     .where(operation_results.c.logical_operation_id == sa.bindparam("logical_operation_id"))
 )
-INSERT_OPERATION_RESULT = Prepared(
-    operation_results.insert().values(
-        _values(
-            operation_results,
-            ("execution_id", "logical_operation_id", "result", "last", "recorded_at"),
-        )
-    )
+_OPERATION_RESULT_VALUES = _values(
+    operation_results, ("execution_id", "logical_operation_id", "result", "last", "recorded_at")
+)
+INSERT_OPERATION_RESULT = Prepared(operation_results.insert().values(_OPERATION_RESULT_VALUES))
+# SQLite: the insert that stores an operation's result once (its unique key,
+# uq_operation_result), in one statement instead of a SELECT and an INSERT.
+INSERT_OPERATION_RESULT_ONCE = Prepared(
+    sqlite.insert(operation_results)
+    .values(_OPERATION_RESULT_VALUES)
+    .on_conflict_do_nothing(index_elements=["execution_id", "logical_operation_id"])
 )
 
 INSERT_EVENT = Prepared(

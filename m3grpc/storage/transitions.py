@@ -7,7 +7,9 @@ package changes a round or finishes an execution:
 
 - every write to a round (a status change or a lease write) is a `RoundMove`,
   which only `check_round` hands out after the actor's checks, and which
-  `write_round` writes with a compare-and-set UPDATE (plus the event); the one
+  `write_round` writes with a compare-and-set UPDATE (plus the event;
+  `write_rounds`: consecutive moves of one transaction, e.g. delivered and
+  resolved at once, in one UPDATE with an event each); the one
   exception is the heartbeat's bulk lease renewal (`renew_leases`), a single
   UPDATE of lease expiries restricted to the states its rule allows, as one
   statement per row would not scale with the executions a process runs;
@@ -24,7 +26,7 @@ from __future__ import annotations
 
 import enum
 import functools
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Generic, TypeVar
@@ -42,7 +44,7 @@ from m3grpc.storage import statements
 from m3grpc.storage.events import EventKind, append_event, round_event_kind
 from m3grpc.storage.operations import earned_outcome, stored_operations
 from m3grpc.storage.schema import executions, rounds
-from m3grpc.storage.statements import RowLike
+from m3grpc.storage.statements import RowLike, StoredRow
 from m3grpc.types import (
     ExecutionOutcome,
     ExecutionResult,
@@ -194,7 +196,7 @@ class RoundMove:
     row: RowLike
     now: datetime
 
-    @property
+    @functools.cached_property
     def target(self) -> ManagedInputStatus:
         return self.rule.target(ManagedInputStatus(self.row.status))
 
@@ -283,15 +285,37 @@ def write_round(conn: Connection, move: RoundMove, **values: Any) -> dict[str, A
     The UPDATE is guarded with the status and lease token as read, so a
     concurrent writer cannot slip in between; a status change appends its
     event in the same transaction."""
-    row, now = move.row, move.now
-    status = move.target
-    values = {**values, "status": status.value, "updated_at": now}
+    return write_rounds(conn, [(move, values)])
+
+
+def moved_row(move: RoundMove, values: Mapping[str, Any]) -> StoredRow:
+    """The round as `move`, writing `values`, leaves it: what the next move of the
+    same transaction is checked against (`check_round`) before `write_rounds`
+    writes both with one UPDATE."""
+    return StoredRow(
+        {**move.row._mapping, **values, "status": move.target.value, "updated_at": move.now}
+    )
+
+
+def write_rounds(
+    conn: Connection, steps: Sequence[tuple[RoundMove, Mapping[str, Any]]]
+) -> dict[str, Any]:
+    """Write consecutive checked moves of one round, each with its values, in one
+    compare-and-set UPDATE guarded by the round as first read; each move after
+    the first was checked against `moved_row` of the one before. Every status
+    change appends its own event, in order. Returns the round's new row."""
+    first = steps[0][0].row
+    values: dict[str, Any] = {}
+    for index, (move, written) in enumerate(steps):
+        if index and (move.row.round_id != first.round_id or move.row.status != values["status"]):
+            raise ValueError("a move not checked against the row the previous one leaves")
+        values.update(written, status=move.target.value, updated_at=move.now)
     changed = statements.update_round(tuple(sorted(values))).execute(
         conn,
         {
-            "b_round_id": row.round_id,
-            "b_status": row.status,
-            "b_lease_token": row.lease_token,
+            "b_round_id": first.round_id,
+            "b_status": first.status,
+            "b_lease_token": first.lease_token,
             **{f"v_{name}": value for name, value in values.items()},
         },
     )
@@ -299,18 +323,20 @@ def write_round(conn: Connection, move: RoundMove, **values: Any) -> dict[str, A
         raise ManagedInputConflict(
             "the round changed concurrently",
             conflict_kind=ConflictKind.CONCURRENT_UPDATE,
-            metadata={"round_id": row.round_id},
+            metadata={"round_id": first.round_id},
         )
-    if status.value != row.status:
-        append_event(
-            conn,
-            round_event_kind(row.status),
-            execution_id=row.execution_id,
-            round_id=row.round_id,
-            status=status.value,
-            created_at=now,
-        )
-    return {**row._mapping, **values}
+    for move, _ in steps:
+        status = move.target
+        if status.value != move.row.status:
+            append_event(
+                conn,
+                round_event_kind(move.row.status),
+                execution_id=first.execution_id,
+                round_id=first.round_id,
+                status=status.value,
+                created_at=move.now,
+            )
+    return {**first._mapping, **values}
 
 
 # The open rounds of an execution (`execution_id`), oldest first, locked.
