@@ -13,16 +13,32 @@ then at least `listening_poll_interval`.
 from __future__ import annotations
 
 import asyncio
-from collections import defaultdict
+from collections import OrderedDict, defaultdict
 
-# The key woken after every committed write (this process's, and other
-# replicas' when their changes are heard): WatchPending's event log grew.
+# The key woken after every committed write that appended events (this
+# process's, and other replicas' when their changes are heard): WatchPending's
+# event log grew.
 EVENTS_KEY = "m3:events"
 
 
 def pending_key(execution_id: str) -> str:
     """The key woken when a pending round of the execution is stored."""
     return f"m3:pending:{execution_id}"
+
+
+def created_round_key(round_id: str) -> str:
+    """The key a round's record is remembered by once this process stored it."""
+    return f"m3:round:{round_id}"
+
+
+def finished_state_key(execution_id: str) -> str:
+    """The key an execution's state is remembered by once this process finished it."""
+    return f"m3:finished:{execution_id}"
+
+
+# How many committed values `remember` keeps: a reader of the event log wants one
+# only until it reaches the value's event, a moment after the commit.
+_REMEMBERED = 64
 
 
 class Notifier:
@@ -34,6 +50,9 @@ class Notifier:
         self._listening_poll_interval = listening_poll_interval
         # Other processes' changes are heard (a live LISTEN connection).
         self.hears_other_processes = False
+        # The latest values this process committed that never change afterwards
+        # (a created round's record, a finished execution's state), by key.
+        self._remembered: OrderedDict[str, object] = OrderedDict()
 
     def poll_interval(self, base: float) -> float:
         """How long a waiter may sleep before re-reading the database, given its
@@ -74,6 +93,19 @@ class Notifier:
             self._wake(key, value)
         elif not self._loop.is_closed():
             self._loop.call_soon_threadsafe(self._wake, key, value)
+
+    def remember(self, key: str, value: object) -> None:
+        """Keep `value`, committed by this process and never changed afterwards, for
+        readers of the event log that would read it back (the latest few only).
+        Call on the loop's thread."""
+        self._remembered[key] = value
+        self._remembered.move_to_end(key)
+        if len(self._remembered) > _REMEMBERED:
+            self._remembered.popitem(last=False)
+
+    def recall(self, key: str) -> object:
+        """The value remembered under `key` (None: not remembered, read the store)."""
+        return self._remembered.get(key)
 
     def wake_all(self) -> None:
         """Wake every waiter of every key. Call on the loop's thread."""

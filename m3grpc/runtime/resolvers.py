@@ -31,7 +31,13 @@ from m3grpc.harness import InputRound, OperationRef
 from m3grpc.plan import answer_from_plan
 from m3grpc.runtime.leases import LeaseHolder
 from m3grpc.runtime.lifecycle import Lifecycle
-from m3grpc.runtime.notifier import Notifier, pending_key, wait_for, woken_with
+from m3grpc.runtime.notifier import (
+    Notifier,
+    created_round_key,
+    pending_key,
+    wait_for,
+    woken_with,
+)
 from m3grpc.runtime.offload import offload
 from m3grpc.runtime.outage import stored
 from m3grpc.runtime.shared_poll import SAFETY_REREAD_SECONDS, SharedPoll
@@ -251,6 +257,9 @@ class ManagedInputResolver:
         # Wakes the kit's wait_for_pending at once (no polling in-process), with
         # the round just stored (no read back).
         self._notifier.notify(pending_key(self._execution_id), created)
+        if created is not None:
+            # WatchPending sends its round_pending event from this record: no read back.
+            self._notifier.remember(created_round_key(pending.round_id), created)
         created = None  # not kept while the round waits
         responses = await self._wait_without_slot(pending, registered)
         span.add_event("answered")

@@ -35,7 +35,7 @@ from m3grpc.harness import (
 from m3grpc.runtime.leases import LeaseHolder
 from m3grpc.runtime.lifecycle import Lifecycle
 from m3grpc.runtime.limits import Limits, bounded_result
-from m3grpc.runtime.notifier import Notifier
+from m3grpc.runtime.notifier import Notifier, finished_state_key
 from m3grpc.runtime.offload import offload, offload_lease
 from m3grpc.runtime.outage import stored
 from m3grpc.runtime.recovery import recover_expired
@@ -404,8 +404,10 @@ class WorkerPool:
             result = await offload(bounded_result, result, self._limits)
             await self._ensure_lease(execution_id)
             try:
-                await stored(self._store.finish, execution_id, lease.lease, result)
+                state = await stored(self._store.finish, execution_id, lease.lease, result)
                 finished = result
+                # WatchPending sends its execution_finished event from this: no read back.
+                self._notifier.remember(finished_state_key(execution_id), state)
                 self.lifecycle.execution_finished(
                     execution_id, result.outcome.value, result.failure_code
                 )
