@@ -309,19 +309,24 @@ class _Stream:
 
     async def _message(self, event: StoredEvent, position: Cursor) -> WatchEvent | None:
         token = cursor_token(position)
-        # Stored or finished by this process a moment ago: what it committed is at
-        # hand, else (another replica's, or long ago) it is read once for all streams.
+        # Stored or finished by this process a moment ago: what it committed is
+        # handed over (waited for if its store call is still returning), else
+        # (another replica's, or long ago) it is read once for all streams.
         if event.kind is EventKind.ROUND_PENDING and event.round_id is not None:
             round_id = event.round_id
-            record = self._runtime.stored_round(round_id) or await self._shared.rounds.get(
-                round_id, lambda: self._runtime.get_round(round_id)
-            )
+            record = await self._runtime.stored_round(round_id)
+            if record is None:
+                record = await self._shared.rounds.get(
+                    round_id, lambda: self._runtime.get_round(round_id)
+                )
             return events.round_pending_message(token, record)
         if event.kind is EventKind.EXECUTION_FINISHED:
             finished_id = event.execution_id
-            state = self._runtime.finished_state(finished_id) or await self._shared.finished.get(
-                finished_id, lambda: self._runtime.snapshot(finished_id)
-            )
+            state = await self._runtime.finished_state(finished_id)
+            if state is None:
+                state = await self._shared.finished.get(
+                    finished_id, lambda: self._runtime.snapshot(finished_id)
+                )
             return events.execution_finished_message(token, state)
         return None  # round_changed: internal
 

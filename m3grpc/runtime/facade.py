@@ -489,16 +489,18 @@ class Runtime:
     async def last_event_seq(self) -> int:
         return await offload(self.store.last_event_seq)
 
-    def stored_round(self, round_id: str) -> ManagedInputRecord | None:
-        """The record of a round this process stored a moment ago, as stored (None:
-        not at hand; read it). What a round_pending event announces never changes."""
-        record = self.notifier.recall(created_round_key(round_id))
+    async def stored_round(self, round_id: str) -> ManagedInputRecord | None:
+        """The record of a round this process stored a moment ago, as stored,
+        waiting for it if the store call has not returned yet (None: not at hand,
+        read it). What a round_pending event announces never changes."""
+        record = await self.notifier.handed_over(created_round_key(round_id))
         return record if isinstance(record, ManagedInputRecord) else None
 
-    def finished_state(self, execution_id: str) -> ExecutionState | None:
-        """The state of an execution this process finished a moment ago (None: not at
-        hand; read it). A finished execution's state never changes."""
-        state = self.notifier.recall(finished_state_key(execution_id))
+    async def finished_state(self, execution_id: str) -> ExecutionState | None:
+        """The state of an execution this process finished a moment ago, waiting
+        for it if the store call has not returned yet (None: not at hand, read
+        it). A finished execution's state never changes."""
+        state = await self.notifier.handed_over(finished_state_key(execution_id))
         return state if isinstance(state, ExecutionState) else None
 
 

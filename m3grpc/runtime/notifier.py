@@ -13,7 +13,9 @@ then at least `listening_poll_interval`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections import OrderedDict, defaultdict
+from collections.abc import Callable, Iterator
 
 # The key woken after every committed write that appended events (this
 # process's, and other replicas' when their changes are heard): WatchPending's
@@ -36,7 +38,7 @@ def finished_state_key(execution_id: str) -> str:
     return f"m3:finished:{execution_id}"
 
 
-# How many committed values `remember` keeps: a reader of the event log wants one
+# How many committed values a hand-over keeps: a reader of the event log wants one
 # only until it reaches the value's event, a moment after the commit.
 _REMEMBERED = 64
 
@@ -53,6 +55,8 @@ class Notifier:
         # The latest values this process committed that never change afterwards
         # (a created round's record, a finished execution's state), by key.
         self._remembered: OrderedDict[str, object] = OrderedDict()
+        # Hand-overs under way: the write may be committed, its value not at hand yet.
+        self._handing_over: dict[str, asyncio.Future[object]] = {}
 
     def poll_interval(self, base: float) -> float:
         """How long a waiter may sleep before re-reading the database, given its
@@ -94,18 +98,45 @@ class Notifier:
         elif not self._loop.is_closed():
             self._loop.call_soon_threadsafe(self._wake, key, value)
 
-    def remember(self, key: str, value: object) -> None:
-        """Keep `value`, committed by this process and never changed afterwards, for
-        readers of the event log that would read it back (the latest few only).
-        Call on the loop's thread."""
-        self._remembered[key] = value
-        self._remembered.move_to_end(key)
-        if len(self._remembered) > _REMEMBERED:
-            self._remembered.popitem(last=False)
+    @contextlib.contextmanager
+    def handing_over(self, key: str) -> Iterator[Callable[[object], None]]:
+        """Around a write of this process whose committed value (never changed
+        afterwards) readers of the event log would otherwise read back: enter
+        before the write starts, call the yielded function with what the write
+        returned. Until then a reader that reaches the write's event waits here
+        (`handed_over`), however the commit's wake-ups were scheduled; a write
+        that fails hands over nothing, and its readers read the store. Call on
+        the loop's thread."""
+        future: asyncio.Future[object] = self._loop.create_future()
+        self._handing_over[key] = future
 
-    def recall(self, key: str) -> object:
-        """The value remembered under `key` (None: not remembered, read the store)."""
-        return self._remembered.get(key)
+        def hand_over(value: object) -> None:
+            self._remembered[key] = value
+            self._remembered.move_to_end(key)
+            if len(self._remembered) > _REMEMBERED:
+                self._remembered.popitem(last=False)
+            if not future.done():
+                future.set_result(value)
+
+        try:
+            yield hand_over
+        finally:
+            if not future.done():
+                future.set_result(None)  # failed: nothing committed is at hand
+            if self._handing_over.get(key) is future:
+                del self._handing_over[key]
+
+    async def handed_over(self, key: str) -> object:
+        """The value this process's write handed over under `key`, waiting for a
+        hand-over under way (None: none, or forgotten: read the store)."""
+        remembered = self._remembered.get(key)
+        if remembered is not None:
+            return remembered
+        future = self._handing_over.get(key)
+        if future is None:
+            return None
+        # shield: a reader going away does not cancel what the others await.
+        return await asyncio.shield(future)
 
     def wake_all(self) -> None:
         """Wake every waiter of every key. Call on the loop's thread."""

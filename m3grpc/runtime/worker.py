@@ -404,10 +404,12 @@ class WorkerPool:
             result = await offload(bounded_result, result, self._limits)
             await self._ensure_lease(execution_id)
             try:
-                state = await stored(self._store.finish, execution_id, lease.lease, result)
+                # WatchPending sends its execution_finished event from the state
+                # handed over, not read back (see Notifier.handing_over).
+                with self._notifier.handing_over(finished_state_key(execution_id)) as hand_over:
+                    state = await stored(self._store.finish, execution_id, lease.lease, result)
+                    hand_over(state)
                 finished = result
-                # WatchPending sends its execution_finished event from this: no read back.
-                self._notifier.remember(finished_state_key(execution_id), state)
                 self.lifecycle.execution_finished(
                     execution_id, result.outcome.value, result.failure_code
                 )
