@@ -3,9 +3,10 @@
 Each stream used to read the log itself after every commit: with N subscribers,
 N reads per commit, queued on the store's threads behind the writes, so under a
 burst of rounds the subscribers fell seconds behind. Here one task reads the log
-once per wake-up (a commit of this process, another replica's commit when heard,
-or the polling interval) and keeps the latest events in memory, each with its
-execution's principal; streams filter that buffer without touching the store.
+once per wake-up (a commit of this process that appended events, another
+replica's when heard, or the polling interval) and keeps the latest events in
+memory, each with its execution's principal; streams filter that buffer without
+touching the store.
 
 A stream whose position is older than the buffer (a cursor from long ago, or a
 stream that started before the reader did) reads the store itself until it

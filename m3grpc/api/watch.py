@@ -12,9 +12,11 @@ snapshot cursor resumes the rest of the same snapshot, even after a restart.
 
 `round_changed` events are internal: they are not sent but move the position.
 Live events come from the process's one reader of the log (`event_tail`),
-which wakes on every write this process commits, and on PostgreSQL on every
-write other replicas commit (LISTEN/NOTIFY), and polls the log as a fallback
-(the stream's own lifetime bounds the loop).
+which wakes on every write this process commits that appends events, and on
+PostgreSQL on every such write other replicas commit (LISTEN/NOTIFY), and
+polls the log as a fallback (the stream's own lifetime bounds the loop). The
+records that round_pending and execution_finished events announce are read
+once for every stream, unless this process committed them a moment ago.
 """
 
 from __future__ import annotations
@@ -307,17 +309,24 @@ class _Stream:
 
     async def _message(self, event: StoredEvent, position: Cursor) -> WatchEvent | None:
         token = cursor_token(position)
+        # Stored or finished by this process a moment ago: what it committed is
+        # handed over (waited for if its store call is still returning), else
+        # (another replica's, or long ago) it is read once for all streams.
         if event.kind is EventKind.ROUND_PENDING and event.round_id is not None:
             round_id = event.round_id
-            record = await self._shared.rounds.get(
-                round_id, lambda: self._runtime.get_round(round_id)
-            )
+            record = await self._runtime.stored_round(round_id)
+            if record is None:
+                record = await self._shared.rounds.get(
+                    round_id, lambda: self._runtime.get_round(round_id)
+                )
             return events.round_pending_message(token, record)
         if event.kind is EventKind.EXECUTION_FINISHED:
             finished_id = event.execution_id
-            state = await self._shared.finished.get(
-                finished_id, lambda: self._runtime.snapshot(finished_id)
-            )
+            state = await self._runtime.finished_state(finished_id)
+            if state is None:
+                state = await self._shared.finished.get(
+                    finished_id, lambda: self._runtime.snapshot(finished_id)
+                )
             return events.execution_finished_message(token, state)
         return None  # round_changed: internal
 

@@ -33,7 +33,15 @@ from m3grpc.runtime.limits import (
     id_violations,
     response_violations,
 )
-from m3grpc.runtime.notifier import EVENTS_KEY, Notifier, pending_key, wait_for, woken_with
+from m3grpc.runtime.notifier import (
+    EVENTS_KEY,
+    Notifier,
+    created_round_key,
+    finished_state_key,
+    pending_key,
+    wait_for,
+    woken_with,
+)
 from m3grpc.runtime.offload import offload
 from m3grpc.runtime.replica_wakes import ReplicaWakes
 from m3grpc.runtime.shared_poll import SAFETY_REREAD_SECONDS, SharedPoll
@@ -96,8 +104,8 @@ class Runtime:
             asyncio.get_running_loop(),
             listening_poll_interval=self.settings.listening_poll_interval,
         )
-        # Every write this process commits may have appended events: wake watchers.
-        self.store.add_commit_listener(self.notify_events)
+        # A write this process commits that appended events wakes watchers.
+        self.store.add_events_listener(self.notify_events)
         self._poll = SharedPoll(self.store, self._notifier, self.settings.poll_interval)
         self._poll.start()
         self._pool = WorkerPool(
@@ -126,7 +134,7 @@ class Runtime:
             await self._replica_wakes.stop()
         if self._poll is not None:
             await self._poll.stop()
-        self.store.remove_commit_listener(self.notify_events)
+        self.store.remove_events_listener(self.notify_events)
 
     @property
     def notifier(self) -> Notifier:
@@ -468,8 +476,8 @@ class Runtime:
 
     @contextlib.contextmanager
     def events_waiter(self) -> Iterator[asyncio.Future[object]]:
-        """A future resolved by the next write this process commits (or another
-        replica's, when their changes are heard). Register it before reading the
+        """A future resolved by the next write this process commits that appended
+        events (or another replica's, when their changes are heard). Register it before reading the
         event log, so no commit slips between read and wait; otherwise writes by
         other replicas are seen by polling."""
         wake = self.notifier.register(EVENTS_KEY)
@@ -480,6 +488,20 @@ class Runtime:
 
     async def last_event_seq(self) -> int:
         return await offload(self.store.last_event_seq)
+
+    async def stored_round(self, round_id: str) -> ManagedInputRecord | None:
+        """The record of a round this process stored a moment ago, as stored,
+        waiting for it if the store call has not returned yet (None: not at hand,
+        read it). What a round_pending event announces never changes."""
+        record = await self.notifier.handed_over(created_round_key(round_id))
+        return record if isinstance(record, ManagedInputRecord) else None
+
+    async def finished_state(self, execution_id: str) -> ExecutionState | None:
+        """The state of an execution this process finished a moment ago, waiting
+        for it if the store call has not returned yet (None: not at hand, read
+        it). A finished execution's state never changes."""
+        state = await self.notifier.handed_over(finished_state_key(execution_id))
+        return state if isinstance(state, ExecutionState) else None
 
 
 def _execution_id(value: Any) -> str:

@@ -13,16 +13,34 @@ then at least `listening_poll_interval`.
 from __future__ import annotations
 
 import asyncio
-from collections import defaultdict
+import contextlib
+from collections import OrderedDict, defaultdict
+from collections.abc import Callable, Iterator
 
-# The key woken after every committed write (this process's, and other
-# replicas' when their changes are heard): WatchPending's event log grew.
+# The key woken after every committed write that appended events (this
+# process's, and other replicas' when their changes are heard): WatchPending's
+# event log grew.
 EVENTS_KEY = "m3:events"
 
 
 def pending_key(execution_id: str) -> str:
     """The key woken when a pending round of the execution is stored."""
     return f"m3:pending:{execution_id}"
+
+
+def created_round_key(round_id: str) -> str:
+    """The key a round's record is remembered by once this process stored it."""
+    return f"m3:round:{round_id}"
+
+
+def finished_state_key(execution_id: str) -> str:
+    """The key an execution's state is remembered by once this process finished it."""
+    return f"m3:finished:{execution_id}"
+
+
+# How many committed values a hand-over keeps: a reader of the event log wants one
+# only until it reaches the value's event, a moment after the commit.
+_REMEMBERED = 64
 
 
 class Notifier:
@@ -34,6 +52,11 @@ class Notifier:
         self._listening_poll_interval = listening_poll_interval
         # Other processes' changes are heard (a live LISTEN connection).
         self.hears_other_processes = False
+        # The latest values this process committed that never change afterwards
+        # (a created round's record, a finished execution's state), by key.
+        self._remembered: OrderedDict[str, object] = OrderedDict()
+        # Hand-overs under way: the write may be committed, its value not at hand yet.
+        self._handing_over: dict[str, asyncio.Future[object]] = {}
 
     def poll_interval(self, base: float) -> float:
         """How long a waiter may sleep before re-reading the database, given its
@@ -74,6 +97,46 @@ class Notifier:
             self._wake(key, value)
         elif not self._loop.is_closed():
             self._loop.call_soon_threadsafe(self._wake, key, value)
+
+    @contextlib.contextmanager
+    def handing_over(self, key: str) -> Iterator[Callable[[object], None]]:
+        """Around a write of this process whose committed value (never changed
+        afterwards) readers of the event log would otherwise read back: enter
+        before the write starts, call the yielded function with what the write
+        returned. Until then a reader that reaches the write's event waits here
+        (`handed_over`), however the commit's wake-ups were scheduled; a write
+        that fails hands over nothing, and its readers read the store. Call on
+        the loop's thread."""
+        future: asyncio.Future[object] = self._loop.create_future()
+        self._handing_over[key] = future
+
+        def hand_over(value: object) -> None:
+            self._remembered[key] = value
+            self._remembered.move_to_end(key)
+            if len(self._remembered) > _REMEMBERED:
+                self._remembered.popitem(last=False)
+            if not future.done():
+                future.set_result(value)
+
+        try:
+            yield hand_over
+        finally:
+            if not future.done():
+                future.set_result(None)  # failed: nothing committed is at hand
+            if self._handing_over.get(key) is future:
+                del self._handing_over[key]
+
+    async def handed_over(self, key: str) -> object:
+        """The value this process's write handed over under `key`, waiting for a
+        hand-over under way (None: none, or forgotten: read the store)."""
+        remembered = self._remembered.get(key)
+        if remembered is not None:
+            return remembered
+        future = self._handing_over.get(key)
+        if future is None:
+            return None
+        # shield: a reader going away does not cancel what the others await.
+        return await asyncio.shield(future)
 
     def wake_all(self) -> None:
         """Wake every waiter of every key. Call on the loop's thread."""

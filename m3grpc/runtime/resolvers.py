@@ -31,7 +31,13 @@ from m3grpc.harness import InputRound, OperationRef
 from m3grpc.plan import answer_from_plan
 from m3grpc.runtime.leases import LeaseHolder
 from m3grpc.runtime.lifecycle import Lifecycle
-from m3grpc.runtime.notifier import Notifier, pending_key, wait_for, woken_with
+from m3grpc.runtime.notifier import (
+    Notifier,
+    created_round_key,
+    pending_key,
+    wait_for,
+    woken_with,
+)
 from m3grpc.runtime.offload import offload
 from m3grpc.runtime.outage import stored
 from m3grpc.runtime.shared_poll import SAFETY_REREAD_SECONDS, SharedPoll
@@ -202,21 +208,32 @@ class ManagedInputResolver:
                 round.round_index,
                 resumable=round.resume_token is not None,
                 sent_on_return=round.sent_on_return,
-                created=await stored(
-                    self._rounds.create_round,
-                    pending,
-                    lease=self._lease.lease,
-                    round_index=round.round_index,
-                    round_limit=self._round_limit,
-                    operation_parameters=dict(operation.arguments),
-                    harness_session_id=round.harness_session_id,
-                    harness_resume_token=round.resume_token,
-                    turn_metadata=round.turn_metadata,
-                ),
+                created=await self._store_round(pending, operation, round),
                 registered=wake,
             )
         finally:
             self._notifier.unregister(pending.round_id, wake)
+
+    async def _store_round(
+        self, pending: PendingElicitationRound, operation: OperationRef, round: InputRound
+    ) -> ManagedInputRecord:
+        """Store the new round. WatchPending sends its round_pending event from the
+        record handed over here, not read back: a stream that reaches the event
+        before this returns waits for the record (see Notifier.handing_over)."""
+        with self._notifier.handing_over(created_round_key(pending.round_id)) as hand_over:
+            created = await stored(
+                self._rounds.create_round,
+                pending,
+                lease=self._lease.lease,
+                round_index=round.round_index,
+                round_limit=self._round_limit,
+                operation_parameters=dict(operation.arguments),
+                harness_session_id=round.harness_session_id,
+                harness_resume_token=round.resume_token,
+                turn_metadata=round.turn_metadata,
+            )
+            hand_over(created)
+        return created
 
     async def _await_round(
         self,

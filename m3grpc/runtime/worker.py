@@ -35,7 +35,7 @@ from m3grpc.harness import (
 from m3grpc.runtime.leases import LeaseHolder
 from m3grpc.runtime.lifecycle import Lifecycle
 from m3grpc.runtime.limits import Limits, bounded_result
-from m3grpc.runtime.notifier import Notifier
+from m3grpc.runtime.notifier import Notifier, finished_state_key
 from m3grpc.runtime.offload import offload, offload_lease
 from m3grpc.runtime.outage import stored
 from m3grpc.runtime.recovery import recover_expired
@@ -404,7 +404,11 @@ class WorkerPool:
             result = await offload(bounded_result, result, self._limits)
             await self._ensure_lease(execution_id)
             try:
-                await stored(self._store.finish, execution_id, lease.lease, result)
+                # WatchPending sends its execution_finished event from the state
+                # handed over, not read back (see Notifier.handing_over).
+                with self._notifier.handing_over(finished_state_key(execution_id)) as hand_over:
+                    state = await stored(self._store.finish, execution_id, lease.lease, result)
+                    hand_over(state)
                 finished = result
                 self.lifecycle.execution_finished(
                     execution_id, result.outcome.value, result.failure_code

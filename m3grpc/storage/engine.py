@@ -28,6 +28,7 @@ is safe. Errors in M3's own SQL (ProgrammingError, DataError) stay unexpected.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import sqlite3
@@ -200,6 +201,32 @@ _WRITE_GROUPS: WeakKeyDictionary[Engine, GroupCommit] = WeakKeyDictionary()
 
 CommitListener = Callable[[], None]
 _COMMIT_LISTENERS: WeakKeyDictionary[Engine, list[CommitListener]] = WeakKeyDictionary()
+# Called only after commits that appended to the event log (`note_events_appended`).
+_EVENTS_LISTENERS: WeakKeyDictionary[Engine, list[CommitListener]] = WeakKeyDictionary()
+# Set in a write transaction's connection info by `note_events_appended`; cleared
+# when a write transaction begins and read when it commits.
+_EVENTS_APPENDED = "m3.events_appended"
+
+
+def note_events_appended(conn: Connection) -> None:
+    """Record that the caller's write transaction appends to the event log, so its
+    commit calls the events listeners. (A write rolled back to its savepoint in a
+    group may leave the mark: one needless call, never a missed one.)"""
+    conn.info[_EVENTS_APPENDED] = True
+
+
+def add_events_listener(engine: Engine, listener: CommitListener) -> None:
+    """Call `listener` after every committed write transaction on `engine` that
+    appended to the event log; like a commit listener otherwise. Commits that
+    appended nothing (claims, lease renewals, heartbeats) call nothing, so a reader
+    of the log is not woken to find nothing new."""
+    _EVENTS_LISTENERS.setdefault(engine, []).append(listener)
+
+
+def remove_events_listener(engine: Engine, listener: CommitListener) -> None:
+    listeners = _EVENTS_LISTENERS.get(engine, [])
+    if listener in listeners:
+        listeners.remove(listener)
 
 
 def add_commit_listener(engine: Engine, listener: CommitListener) -> None:
@@ -226,9 +253,14 @@ def queued_writers(engine: Engine) -> int:
     return 0 if groups is None else groups.waiting
 
 
-def _committed(engine: Engine) -> None:
+def _committed(engine: Engine, conn: Connection) -> None:
+    """After a commit on `conn` (its connection info still holds the events mark)."""
+    appended = conn.info.pop(_EVENTS_APPENDED, False)
     for listener in _COMMIT_LISTENERS.get(engine, ()):
         listener()
+    if appended:
+        for listener in _EVENTS_LISTENERS.get(engine, ()):
+            listener()
 
 
 def _begin_write(
@@ -238,6 +270,7 @@ def _begin_write(
     a connection of the engine's pool kept checked out, else on a new checkout."""
     conn = engine.connect() if held is None else Connection(engine, connection=held)
     try:
+        conn.info.pop(_EVENTS_APPENDED, None)  # left by a transaction that rolled back
         _sqlite_begin(conn, write=True)
         return conn, conn.begin()
     except BaseException:
@@ -261,12 +294,14 @@ def write_transaction(engine: Engine) -> Iterator[Connection]:
     groups = _WRITE_GROUPS.get(engine)
     try:
         if groups is not None:
-            with groups.transaction(engine, lambda: _committed(engine)) as conn:
+            with groups.transaction(engine, functools.partial(_committed, engine)) as conn:
                 yield conn
         else:
-            with engine.connect() as conn, conn.begin():
-                yield conn
-            _committed(engine)
+            with engine.connect() as conn:
+                conn.info.pop(_EVENTS_APPENDED, None)  # left by a transaction that rolled back
+                with conn.begin():
+                    yield conn
+                _committed(engine, conn)
     except GroupFailed as failed:
         # Every write of the failed transaction gets its own typed error.
         cause = failed.__cause__

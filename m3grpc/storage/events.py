@@ -11,6 +11,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Row
 
 from m3grpc.storage.changes import Change, announce
+from m3grpc.storage.engine import note_events_appended
 from m3grpc.storage.schema import events, executions
 from m3grpc.storage.statements import INSERT_EVENT
 
@@ -60,7 +61,8 @@ def append_event(
     status: str | None = None,
 ) -> None:
     """Append one event inside the caller's transaction; other replicas hear of
-    it when the transaction commits (PostgreSQL NOTIFY, m3grpc.storage.changes)."""
+    it when the transaction commits (PostgreSQL NOTIFY, m3grpc.storage.changes),
+    this process's events listeners are called after the commit."""
     if conn.dialect.name == "postgresql":
         conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": _EVENT_LOCK_KEY})
     INSERT_EVENT.execute(
@@ -74,6 +76,7 @@ def append_event(
         },
     )
     announce(conn, Change(kind.value, execution_id, round_id))
+    note_events_appended(conn)  # its commit wakes this process's readers of the log
 
 
 def read_events(
@@ -98,7 +101,7 @@ def read_events(
 
 
 # Built once: WatchPending's one reader of the log runs it after every commit of the
-# process, and building the statement cost more than running it.
+# process that appended events, and building the statement cost more than running it.
 _SELECT_OWNED_EVENTS = (
     sa.select(events, executions.c.principal)
     .select_from(events.outerjoin(executions, events.c.execution_id == executions.c.execution_id))

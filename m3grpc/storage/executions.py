@@ -42,10 +42,12 @@ from m3grpc.storage.encryption import ResponseCipher
 from m3grpc.storage.engine import (
     SQLiteSynchronous,
     add_commit_listener,
+    add_events_listener,
     create_store_engine,
     dispose_engine,
     read_transaction,
     remove_commit_listener,
+    remove_events_listener,
     write_transaction,
 )
 from m3grpc.storage.events import (
@@ -207,6 +209,14 @@ class SqlExecutionStore:
 
     def remove_commit_listener(self, listener: Callable[[], None]) -> None:
         remove_commit_listener(self._engine, listener)
+
+    def add_events_listener(self, listener: Callable[[], None]) -> None:
+        """Call `listener` after every write this process commits that appended to
+        the event log (not after claims, lease renewals and other silent writes)."""
+        add_events_listener(self._engine, listener)
+
+    def remove_events_listener(self, listener: Callable[[], None]) -> None:
+        remove_events_listener(self._engine, listener)
 
     def change_listener(
         self, on_change: Callable[[Change], None], on_live: Callable[[bool], None]

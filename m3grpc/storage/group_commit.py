@@ -102,12 +102,15 @@ class GroupCommit:
             return len(self._queue)
 
     @contextmanager
-    def transaction(self, engine: Engine, after_commit: Callable[[], None]) -> Iterator[Connection]:
+    def transaction(
+        self, engine: Engine, after_commit: Callable[[Connection], None]
+    ) -> Iterator[Connection]:
         """A write inside the shared transaction, durable when this returns.
 
-        `after_commit` runs once per commit, on the committing thread, before any
-        member returns. Errors of this write's own work and of BEGIN propagate
-        unchanged; GroupFailed when the commit failed (see the module docstring)."""
+        `after_commit` runs once per commit, with the committed transaction's
+        connection, on the committing thread, before any member returns. Errors
+        of this write's own work and of BEGIN propagate unchanged; GroupFailed
+        when the commit failed (see the module docstring)."""
         if getattr(self._inside, "active", False):
             # The turn is this thread's own: waiting for it would never end.
             raise RuntimeError("a write transaction inside another on the same thread")
@@ -199,7 +202,7 @@ class GroupCommit:
         if writer is not None:
             _quietly(writer.close)
 
-    def _finish(self, group: _Group, after_commit: Callable[[], None]) -> None:
+    def _finish(self, group: _Group, after_commit: Callable[[Connection], None]) -> None:
         """Commit (or, once failed, roll back) `group` and release its members."""
         self._group = None
         try:
@@ -210,7 +213,7 @@ class GroupCommit:
                     group.failure = exc
                     _quietly(group.transaction.rollback)
                 else:
-                    after_commit()
+                    after_commit(group.conn)
             else:
                 _quietly(group.transaction.rollback)
         finally:

@@ -13,9 +13,11 @@ from pathlib import Path
 from typing import Any
 
 from m3grpc import AsyncExecutionHandle, AsyncMCPTestKit, HttpServer
+from m3grpc.api.tokens import Cursor, cursor_token
 from m3grpc.api.watch import PendingWatch, ServiceShuttingDown, WatchEvent
 from m3grpc.storage import SQLiteExecutionStore
 from m3grpc.types import ExecutionOutcome
+from m3grpc.wire.messages import pending_round_model
 from tests.runtime.conftest import confirmed_shipment_answers
 from tests.support.mcp_processes import http_mcp_server
 
@@ -183,3 +185,59 @@ def test_a_stream_behind_the_buffer_reads_the_store_until_it_catches_up(tmp_path
 
     with http_mcp_server("shipping", "legacy") as url:
         asyncio.run(asyncio.wait_for(scenario(url), 180))
+
+
+def test_what_this_process_committed_is_sent_without_reading_it_back(tmp_path: Path) -> None:
+    # A round_pending event carries the round this process just stored, an
+    # execution_finished one the state it just finished with: the same messages a
+    # stream of another process builds from the store.
+    async def live_run(url: str) -> list[WatchEvent]:
+        async with watching(tmp_path, url) as (kit, binding, watch, shutdown):
+            live = Reader(watch.stream("", ""))
+            await until(lambda: watch.active == 1, "the stream to open")
+            reads: list[str] = []
+            runtime = kit.runtime
+            get_round, snapshot = runtime.get_round, runtime.snapshot
+
+            async def counted_get_round(round_id: str) -> Any:
+                reads.append(f"round {round_id}")
+                return await get_round(round_id)
+
+            async def counted_snapshot(execution_id: str) -> Any:
+                reads.append(f"execution {execution_id}")
+                return await snapshot(execution_id)
+
+            runtime.get_round = counted_get_round  # type: ignore[method-assign]
+            runtime.snapshot = counted_snapshot  # type: ignore[method-assign]
+            execution_id = (await submit(kit, binding)).execution_id
+            # Answered from the stream's own events: nothing here reads the store.
+            for answered in range(2):
+                seen = 2 * answered + 1
+                await until(lambda n=seen: len(live.keys) == n, "a pending round")
+                pending = pending_round_model(live.events[-1].round_pending)
+                await runtime.respond(
+                    pending.round_id,
+                    confirmed_shipment_answers(pending),
+                    idempotency_key=f"k-{pending.round_id}",
+                )
+            await until(lambda: ("finished", execution_id) in live.keys, "the finish")
+            assert [k[0] for k in live.keys] == ["pending", "left", "pending", "left", "finished"]
+            assert reads == []
+            shutdown.set()
+            await asyncio.wait_for(live.task, 30)
+            return live.events
+
+    async def read_back(url: str) -> list[WatchEvent]:
+        # Another kit on the same file, resuming from the log's start: its stream
+        # reads every record from the store.
+        async with watching(tmp_path, url) as (_kit, _binding, watch, shutdown):
+            replay = Reader(watch.stream("", cursor_token(Cursor(seq=0, execution_id=""))))
+            await until(lambda: len(replay.keys) == 5, "the replayed events")
+            shutdown.set()
+            await asyncio.wait_for(replay.task, 30)
+            return replay.events
+
+    with http_mcp_server("shipping", "legacy") as url:
+        live = asyncio.run(asyncio.wait_for(live_run(url), 180))
+        replayed = asyncio.run(asyncio.wait_for(read_back(url), 180))
+    assert replayed == live

@@ -10,6 +10,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from m3grpc import AsyncMCPTestKit, ElicitationResponse, HttpServer
 from m3grpc.runtime.notifier import Notifier, wait_for, woken_with
 from m3grpc.storage import SQLiteExecutionStore
@@ -34,6 +36,50 @@ def test_a_value_notified_from_another_thread_reaches_every_waiter() -> None:
         assert not other.done() and woken_with(other) is None
         notifier.notify("other")
         assert await wait_for(other, 5) and woken_with(other) is None
+
+    asyncio.run(scenario())
+
+
+def test_a_reader_ahead_of_the_write_waits_for_what_it_hands_over() -> None:
+    # A reader of the event log may reach a write's event as soon as it is
+    # committed, before the store call's result reaches the loop: it must wait for
+    # the value, not find nothing and read the store back.
+    async def scenario() -> None:
+        notifier = Notifier(asyncio.get_running_loop())
+        assert await notifier.handed_over("k") is None  # no write of this process: read
+        committed, returned = asyncio.Event(), asyncio.Event()
+
+        async def write(key: str, value: object) -> None:
+            with notifier.handing_over(key) as hand_over:
+                committed.set()  # its event is in the log from here on
+                await returned.wait()  # the store call's result has not arrived yet
+                if value is None:
+                    raise RuntimeError("the write failed")
+                hand_over(value)
+
+        writer = asyncio.create_task(write("k", {"record": 1}))
+        await committed.wait()
+        gone, reader = (asyncio.create_task(notifier.handed_over("k")) for _ in range(2))
+        await asyncio.sleep(0.05)
+        assert not reader.done()
+        gone.cancel()  # one reader going away leaves the others waiting
+        returned.set()
+        assert await reader == {"record": 1}
+        await writer
+        assert await notifier.handed_over("k") == {"record": 1}  # kept for later readers
+
+        # A write that fails hands over nothing: its waiting readers read the store.
+        committed.clear()
+        returned.clear()
+        failing = asyncio.create_task(write("f", None))
+        await committed.wait()
+        reader = asyncio.create_task(notifier.handed_over("f"))
+        await asyncio.sleep(0.05)
+        returned.set()
+        assert await reader is None
+        with pytest.raises(RuntimeError):
+            await failing
+        assert await notifier.handed_over("f") is None
 
     asyncio.run(scenario())
 

@@ -23,7 +23,8 @@ from m3grpc.storage import (
     SqlExecutionStore,
     SQLiteExecutionStore,
 )
-from m3grpc.storage.engine import SQLITE_CACHE_KIB
+from m3grpc.storage.engine import SQLITE_CACHE_KIB, write_transaction
+from m3grpc.storage.events import append_event
 from m3grpc.storage.schema import executions, rounds
 from m3grpc.types import (
     ElicitationResponse,
@@ -34,7 +35,7 @@ from m3grpc.types import (
     ManagedInputStatus,
     OperationResult,
 )
-from tests.storage.conftest import ManualClock, make_lease, make_round
+from tests.storage.conftest import ACCEPT, ManualClock, make_lease, make_round, new_execution
 
 LEASE = timedelta(seconds=30)
 
@@ -381,3 +382,39 @@ def test_ephemeral_store_is_not_persistent_and_cleans_up() -> None:
     store.create_execution({}, human_input="fail")
     store.close()
     assert not os.path.exists(directory)
+
+
+def test_events_listener_hears_exactly_the_commits_that_appended_events(
+    execution_store: SqlExecutionStore, clock: ManualClock
+) -> None:
+    # WatchPending's reader of the log wakes on these calls: one missed would leave a
+    # subscriber waiting for the poll, one too many costs a read that finds nothing.
+    commits: list[int] = []
+    appended: list[int] = []
+    execution_store.add_commit_listener(lambda: commits.append(execution_store.last_event_seq()))
+    execution_store.add_events_listener(lambda: appended.append(execution_store.last_event_seq()))
+    rounds_store = execution_store.managed_input_store
+
+    execution_id = new_execution(execution_store)  # queued: no event
+    claimed = execution_store.claim_next(owner_id="worker-a", lease_duration=LEASE)
+    assert claimed is not None
+    assert len(commits) == 2 and appended == []
+
+    created = rounds_store.create_round(  # round_pending: the listener sees it committed
+        make_round(execution_id, clock), lease=make_lease(clock), round_limit=3
+    )
+    assert len(commits) == 3 and appended == [execution_store.last_event_seq()] != [0]
+
+    # A transaction that appended an event and rolled back calls nothing, and leaves
+    # nothing behind for the next transaction on its connection.
+    with pytest.raises(RuntimeError), write_transaction(rounds_store.engine) as conn:
+        append_event(conn, EventKind.ROUND_CHANGED, execution_id=execution_id, created_at=clock())
+        raise RuntimeError("rolled back")
+    for _ in range(3):
+        with write_transaction(rounds_store.engine) as conn:
+            conn.execute(sa.text("SELECT 1"))
+    assert len(commits) == 6 and len(appended) == 1
+
+    rounds_store.submit_responses(created.round_id, ACCEPT, idempotency_key="k")
+    assert len(commits) == 7 and len(appended) == 2
+    assert appended[-1] == execution_store.last_event_seq() > appended[0]
