@@ -190,13 +190,13 @@ LIMITS = httpx2.Limits(max_connections=100, max_keepalive_connections=20, keepal
 class AsyncioTransport(httpx2.AsyncHTTPTransport):
     """httpx2's transport for direct connections, its pool on `AsyncioBackend`."""
 
-    def __init__(self, ssl_context: ssl.SSLContext) -> None:
-        super().__init__(verify=ssl_context, limits=LIMITS)
+    def __init__(self, ssl_context: ssl.SSLContext, limits: httpx2.Limits = LIMITS) -> None:
+        super().__init__(verify=ssl_context, limits=limits)
         # The pool httpx2 builds for a direct connection (no proxy), on our backend.
         self._pool = httpcore2.AsyncConnectionPool(
             ssl_context=ssl_context,
-            max_connections=LIMITS.max_connections,
-            max_keepalive_connections=LIMITS.max_keepalive_connections,
-            keepalive_expiry=LIMITS.keepalive_expiry,
+            max_connections=limits.max_connections,
+            max_keepalive_connections=limits.max_keepalive_connections,
+            keepalive_expiry=limits.keepalive_expiry,
             network_backend=AsyncioBackend(),
         )

@@ -260,7 +260,11 @@ class HarnessOutcome:
 
 
 class Harness(Protocol):
-    """Runs a task's MCP operations; one `OperationResult` per operation that ran."""
+    """Runs a task's MCP operations; one `OperationResult` per operation that ran.
+
+    A harness that keeps something across runs (the scripted harness's shared MCP
+    sessions) may define `async aclose()`: the runtime calls it when it stops.
+    """
 
     name: str
 

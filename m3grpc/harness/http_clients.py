@@ -26,10 +26,16 @@ from collections.abc import Mapping
 import httpx2
 from mcp_types import DiscoverResult
 
-from m3grpc.harness.asyncio_network import AsyncioTransport
+from m3grpc.harness.asyncio_network import LIMITS, AsyncioTransport
 
 # Connect/write/pool timeout for Streamable HTTP; reads never time out (see above).
 HTTP_TIMEOUT_SECONDS = 30.0
+# A shared session's connections: as many at once as its executions' requests need.
+SHARED_LIMITS = httpx2.Limits(
+    max_connections=None,
+    max_keepalive_connections=LIMITS.max_keepalive_connections,
+    keepalive_expiry=LIMITS.keepalive_expiry,
+)
 
 _ssl_lock = threading.Lock()
 _ssl_context: ssl.SSLContext | None = None
@@ -53,16 +59,21 @@ class HttpClients:
     def __init__(self) -> None:
         self._discovered: dict[tuple[str, HeadersKey], DiscoverResult] = {}
 
-    def client(self, headers: Mapping[str, str]) -> httpx2.AsyncClient:
-        """A new client for one session; the caller closes it."""
+    def client(self, headers: Mapping[str, str], *, shared: bool = False) -> httpx2.AsyncClient:
+        """A new client for one session; the caller closes it. A `shared` session's
+        client (several executions' requests, see `shared_sessions`) has no cap on its
+        connections: a request never waits for another execution's long call."""
         timeout = httpx2.Timeout(HTTP_TIMEOUT_SECONDS, read=None)
         context = shared_ssl_context()
+        limits = SHARED_LIMITS if shared else LIMITS
         if urllib.request.getproxies():
             # httpx2 routes through the environment's proxies (its own transports).
-            return httpx2.AsyncClient(headers=dict(headers), timeout=timeout, verify=context)
+            return httpx2.AsyncClient(
+                headers=dict(headers), timeout=timeout, verify=context, limits=limits
+            )
         # Direct connections on asyncio's streams (see asyncio_network).
         return httpx2.AsyncClient(
-            headers=dict(headers), timeout=timeout, transport=AsyncioTransport(context)
+            headers=dict(headers), timeout=timeout, transport=AsyncioTransport(context, limits)
         )
 
     def discovered(self, url: str, headers: Mapping[str, str]) -> DiscoverResult | None:

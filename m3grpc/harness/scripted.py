@@ -63,7 +63,13 @@ operation's `OperationResult` records them and the script goes on, except:
   exception propagates unchanged after the connection is closed.
 
 The MCP connection (and any stdio subprocess) is closed when `run` returns or
-raises, cancellation included.
+raises, cancellation included, except for a binding pinned to 2026-07-28 over
+HTTP: its executions share one session per (URL, headers) in an event loop
+(`m3grpc.harness.shared_sessions`), and `run` only sends its own requests on it.
+Cancelling the run cancels those requests; what the server sends with one of them
+reaches this run's callbacks; a request's HTTP failure fails that operation
+`connection_closed`; the session closes a few seconds after its last execution
+ends, or at `aclose` (the runtime stopping).
 """
 
 from __future__ import annotations
@@ -71,6 +77,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import weakref
 from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from contextlib import AsyncExitStack
@@ -146,6 +153,7 @@ from m3grpc.harness.base import (
     OperationStep,
     operation_id,
 )
+from m3grpc.harness.contained_http import contained_http_transport
 from m3grpc.harness.diagnostics import StderrTail, connect_failure, connection_lost
 from m3grpc.harness.http_clients import HttpClients
 from m3grpc.harness.mcp_convert import domain_request, dump_result, elicit_results
@@ -161,7 +169,8 @@ from m3grpc.harness.request_keys import (
     mrtr_request_keys,
     url_required_request_keys,
 )
-from m3grpc.servers import ServerBinding, StdioServer
+from m3grpc.harness.shared_sessions import Lease, SharedSessions, current_user
+from m3grpc.servers import HttpServer, ServerBinding, StdioServer
 from m3grpc.types import ElicitationResponse, OperationResult
 
 logger = logging.getLogger(__name__)
@@ -200,9 +209,24 @@ class ScriptedHarness:
     def __init__(self, *, client_info: Implementation | None = None) -> None:
         self._client_info = client_info or CLIENT_INFO
         self._http = HttpClients()
+        # The 2026-07-28 HTTP sessions its executions share, per event loop.
+        self._shared: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, SharedSessions] = (
+            weakref.WeakKeyDictionary()
+        )
 
     async def run(self, task: HarnessTask, resolve_input: InputResolver) -> list[OperationResult]:
-        return await _Run(task, resolve_input, self._client_info, self._http).execute()
+        loop = asyncio.get_running_loop()
+        shared = self._shared.get(loop)
+        if shared is None:
+            shared = self._shared[loop] = SharedSessions()
+        return await _Run(task, resolve_input, self._client_info, self._http, shared).execute()
+
+    async def aclose(self) -> None:
+        """Close this event loop's shared sessions once no execution uses them (the
+        runtime calls it when it stops)."""
+        shared = self._shared.get(asyncio.get_running_loop())
+        if shared is not None:
+            await shared.aclose()
 
 
 @dataclass
@@ -285,9 +309,12 @@ class _Run:
         resolve: InputResolver,
         client_info: Implementation,
         http: HttpClients,
+        shared: SharedSessions,
     ) -> None:
         self._task = task
         self._http = http
+        self._shared = shared
+        self._lease: Lease | None = None  # on a shared session (see _connect)
         self._resolver = resolve
         self._client_info = client_info
         self._client: Client | None = None
@@ -306,6 +333,14 @@ class _Run:
         return frozenset(selected), plan
 
     async def execute(self) -> list[OperationResult]:
+        # A shared session's callbacks find this run through the context of its requests.
+        token = current_user.set(self)
+        try:
+            return await self._execute()
+        finally:
+            current_user.reset(token)
+
+    async def _execute(self) -> list[OperationResult]:
         # Off the event loop, and a set for the per-step check: the selection and
         # the script may be long.
         selected_set, plan = await anyio.to_thread.run_sync(self._plan)
@@ -430,7 +465,8 @@ class _Run:
             try:
                 self._client = await self._connect(stack)
             except _ProtocolMismatch as exc:
-                return _failed(ref, PROTOCOL_MISMATCH, str(exc), stop=True)
+                message = _mismatch_message(self._task.server, exc.offered)
+                return _failed(ref, PROTOCOL_MISMATCH, message, stop=True)
             except Exception as exc:  # spawn, network and handshake failures alike
                 self._forget_discover()  # the server may have changed: ask it next time
                 logger.warning("cannot connect to MCP server %r", ref.server, exc_info=True)
@@ -470,6 +506,14 @@ class _Run:
 
     async def _connect(self, stack: AsyncExitStack) -> Client:
         server = self._task.server
+        if isinstance(server, HttpServer) and server.protocol == MRTR_PROTOCOL:
+            # Pinned to 2026-07-28 over HTTP: the server keeps no session state, so
+            # the binding's executions share one session (see shared_sessions).
+            opener = _SharedOpener(server, self._http, self._client_info)
+            lease = await self._shared.acquire((server.url, _headers_key(server)), opener)
+            stack.callback(lease.release)
+            self._lease = lease
+            return lease.client
         target: StdioServerParameters | Transport
         if isinstance(server, StdioServer):
             parameters = StdioServerParameters(
@@ -514,7 +558,7 @@ class _Run:
             if self._stderr is not None:
                 self._stderr.release_writer()  # the spawn is over; the server holds its copy
         if server.protocol == MRTR_PROTOCOL and entered.protocol_version != MRTR_PROTOCOL:
-            raise _ProtocolMismatch(_mismatch_message(server, entered))
+            raise _ProtocolMismatch(_offered(entered))
         discovered = entered.session.discover_result
         if prior is None and discovered is not None and not isinstance(server, StdioServer):
             self._http.remember_discovered(server.url, server.headers, discovered)
@@ -530,6 +574,8 @@ class _Run:
         server = self._task.server
         if not isinstance(server, StdioServer):
             self._http.forget_discovered(server.url, server.headers)
+        if self._lease is not None:
+            self._lease.retire()  # the next execution opens a session and asks again
 
     async def _listed_tools(self) -> dict[str, Tool]:
         if self._tools is None:
@@ -1078,10 +1124,100 @@ class _Run:
 
 
 class _ProtocolMismatch(Exception):
-    """The server does not speak the protocol its binding is pinned to."""
+    """The server does not speak the protocol its binding is pinned to; it `offered`."""
+
+    def __init__(self, offered: str) -> None:
+        super().__init__(offered)
+        self.offered = offered
 
 
-def _mismatch_message(server: ServerBinding, client: Client) -> str:
+class _SharedOpener:
+    """Opens the session a 2026-07-28 HTTP binding's executions share
+    (`m3grpc.harness.shared_sessions`): on the binding's own HTTP client, probing
+    `server/discover` unless its answer is known, with callbacks that hand what the
+    server sends to the execution whose request it came with."""
+
+    def __init__(self, server: HttpServer, http: HttpClients, client_info: Implementation) -> None:
+        self._server = server
+        self._http = http
+        self._client_info = client_info
+
+    async def __call__(self, stack: AsyncExitStack) -> Client:
+        server = self._server
+        http = self._http.client(server.headers, shared=True)
+        await stack.enter_async_context(http)
+        prior = self._http.discovered(server.url, server.headers)
+        client = TaskClient(
+            contained_http_transport(server.url, http),
+            mode=MRTR_PROTOCOL if prior is not None else "auto",
+            prior_discover=prior,
+            elicitation_callback=_routed_elicit,
+            list_roots_callback=_routed_list_roots,
+            client_info=self._client_info,
+            message_handler=_routed_message,
+            cache=None,  # a script must see the server's current listings
+            client_tasks=ClientTasks(_routed_task_elicit),
+        )
+        entered = await stack.enter_async_context(client)
+        if entered.protocol_version != MRTR_PROTOCOL:
+            raise _ProtocolMismatch(_offered(entered))
+        discovered = entered.session.discover_result
+        if prior is None and discovered is not None:
+            self._http.remember_discovered(server.url, server.headers, discovered)
+        return entered
+
+
+def _user() -> _Run | None:
+    """The execution whose request brought the message (see `shared_sessions`)."""
+    user = current_user.get(None)
+    return user if isinstance(user, _Run) else None
+
+
+async def _routed_elicit(
+    context: ClientRequestContext, params: ElicitRequestParams
+) -> ElicitResult | ErrorData:
+    run = _user()
+    if run is None:
+        return _refusal("no operation is waiting for input")
+    return await run._on_elicit(context, params)
+
+
+async def _routed_task_elicit(
+    context: ClientRequestContext, params: ElicitRequestParams, task_id: str
+) -> ElicitResult | ErrorData:
+    run = _user()
+    if run is None:
+        return _refusal("no operation is waiting for input")
+    return await run._on_task_elicit(context, params, task_id)
+
+
+async def _routed_list_roots(context: ClientRequestContext) -> ListRootsResult | ErrorData:
+    run = _user()
+    if run is None:
+        return ListRootsResult(roots=[])
+    return await run._on_list_roots(context)
+
+
+async def _routed_message(message: IncomingMessage) -> None:
+    run = _user()
+    if run is not None:
+        run._on_notification(message)
+    await anyio.lowlevel.checkpoint()
+
+
+def _headers_key(server: HttpServer) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted(server.headers.items()))
+
+
+def _mismatch_message(server: ServerBinding, offered: str) -> str:
+    return (
+        f"binding {server.name!r} is pinned to MCP protocol {server.protocol}, "
+        f"but the server offered {offered}"
+    )
+
+
+def _offered(client: Client) -> str:
+    """What a server that does not speak its binding's protocol offered instead."""
     session = client.session
     if session.initialize_result is not None:
         offered = (
@@ -1092,10 +1228,7 @@ def _mismatch_message(server: ServerBinding, client: Client) -> str:
         offered = ", ".join(session.discover_result.supported_versions)
     else:
         offered = client.protocol_version
-    return (
-        f"binding {server.name!r} is pinned to MCP protocol {server.protocol}, "
-        f"but the server offered {offered}"
-    )
+    return offered
 
 
 def _resume_keys(round: InputRound) -> tuple[dict[str, str], list[str]] | None:

@@ -134,6 +134,12 @@ class Runtime:
             await self._replica_wakes.stop()
         if self._poll is not None:
             await self._poll.stop()
+        # A harness may keep MCP sessions its executions share (the scripted one does
+        # for 2026-07-28 HTTP bindings): closed once its executions have stopped.
+        for harness in self.harnesses.values():
+            close = getattr(harness, "aclose", None)
+            if close is not None:
+                await close()
         self.store.remove_events_listener(self.notify_events)
 
     @property
