@@ -53,16 +53,22 @@ class HttpClients:
     def __init__(self) -> None:
         self._discovered: dict[tuple[str, HeadersKey], DiscoverResult] = {}
 
-    def client(self, headers: Mapping[str, str]) -> httpx2.AsyncClient:
-        """A new client for one session; the caller closes it."""
+    def client(self, headers: Mapping[str, str], *, url: str | None = None) -> httpx2.AsyncClient:
+        """A new client for one session; the caller closes it. `url`: the server's; for
+        an `http://` one (direct, no proxy) the client needs no SSL context, and the
+        process builds none (it loads the CA certificates: ~7 MB of RSS)."""
         timeout = httpx2.Timeout(HTTP_TIMEOUT_SECONDS, read=None)
-        context = shared_ssl_context()
         if urllib.request.getproxies():
             # httpx2 routes through the environment's proxies (its own transports).
-            return httpx2.AsyncClient(headers=dict(headers), timeout=timeout, verify=context)
+            return httpx2.AsyncClient(
+                headers=dict(headers), timeout=timeout, verify=shared_ssl_context()
+            )
         # Direct connections on asyncio's streams (see asyncio_network).
+        plain = url is not None and httpx2.URL(url).scheme == "http"
         return httpx2.AsyncClient(
-            headers=dict(headers), timeout=timeout, transport=AsyncioTransport(context)
+            headers=dict(headers),
+            timeout=timeout,
+            transport=AsyncioTransport(None if plain else shared_ssl_context()),
         )
 
     def discovered(self, url: str, headers: Mapping[str, str]) -> DiscoverResult | None:

@@ -480,8 +480,8 @@ class _Run:
             self._stderr = StderrTail(server.name)
             target = stdio_client(parameters, errlog=self._stderr.errlog)
         else:
-            # The session's own client (on the process's shared SSL context).
-            http = self._http.client(server.headers)
+            # The session's own client (on the process's shared SSL context, if it needs one).
+            http = self._http.client(server.headers, url=server.url)
             await stack.enter_async_context(http)
             target = streamable_http_client(server.url, http_client=http)
         mode: str = server.protocol
