@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import ctypes
 import importlib
 import importlib.util
-import os
 import sys
 from collections.abc import Sequence
 
+from m3grpc.api import process_memory
 from m3grpc.cli_remote import add_commands as add_remote_commands
 from m3grpc.ops.commands import register as register_ops_commands
 
@@ -52,35 +51,10 @@ def _require_server(command: str) -> bool:
     return not missing
 
 
-# glibc's mallopt parameter for the number of malloc arenas (malloc.h).
-_M_ARENA_MAX = -8
-# Arenas `serve` lets glibc create. By default glibc gives each thread that allocates
-# while another holds an arena a new one, up to 8 per core: the service's store,
-# lease, gRPC and executor threads each fragmented an arena of their own, ~10 MB of
-# RSS with 1,000 executions paused (bench/compare.py --scale 1000). Python allocates
-# under the GIL, so two arenas cost no measurable speed.
-_SERVE_MALLOC_ARENAS = 2
-
-
-def _limit_malloc_arenas(arenas: int = _SERVE_MALLOC_ARENAS) -> bool:
-    """Cap glibc's malloc arenas before the service starts its threads; True if
-    set. Not glibc, or MALLOC_ARENA_MAX set by the operator: left alone."""
-    if os.environ.get("MALLOC_ARENA_MAX") or not sys.platform.startswith("linux"):
-        return False
-    try:
-        mallopt = ctypes.CDLL(None).mallopt
-    except (OSError, AttributeError):
-        return False  # another C library (musl has no arenas to cap)
-    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
-    mallopt.restype = ctypes.c_int
-    return bool(mallopt(_M_ARENA_MAX, arenas))
-
-
-def _skip_trio() -> None:
-    """Keep trio out of the service: httpcore2 imports it when it is installed (for
-    clients run on trio), ~4 MB of RSS; `serve` runs its HTTP clients on asyncio only,
-    where httpcore2 never uses it (it treats trio as absent)."""
-    sys.modules.setdefault("trio", None)  # type: ignore[arg-type]
+# Memory set-up before the service's threads and libraries (shared with the worker
+# processes of `workers.processes`): malloc arenas capped at two, no trio.
+_limit_malloc_arenas = process_memory.limit_malloc_arenas
+_skip_trio = process_memory.skip_trio
 
 
 def _serve(args: argparse.Namespace) -> int:

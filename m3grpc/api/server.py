@@ -12,7 +12,7 @@ import socket
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 import grpc
 from grpc_health.v1 import health, health_pb2_grpc
@@ -22,10 +22,7 @@ from m3grpc.api.config import ServiceConfig, Tls, check_listen, is_loopback
 from m3grpc.api.elicitation_service import ElicitationService
 from m3grpc.api.execution_service import ExecutionService
 from m3grpc.api.health import HealthMonitor
-from m3grpc.api.inbox import InboxServer
-from m3grpc.api.inbox.access import InboxAccess
 from m3grpc.api.logs import JsonFormatter
-from m3grpc.api.metrics import ServiceMetrics
 from m3grpc.api.preflight import describe_cause as _cause
 from m3grpc.api.preflight import preflight
 from m3grpc.api.preflight import redact_url as _redacted
@@ -46,6 +43,12 @@ from m3grpc.runtime import (
 )
 from m3grpc.servers import ServerBinding
 from m3grpc.wire.gen.m3.v1 import elicitation_service_pb2, execution_service_pb2
+
+if TYPE_CHECKING:
+    # Imported where they are configured (off by default): the Prometheus client
+    # library and the inbox's routes stay out of a service that serves neither.
+    from m3grpc.api.inbox import InboxServer
+    from m3grpc.api.metrics import ServiceMetrics
 
 log = logging.getLogger(__name__)
 
@@ -181,7 +184,11 @@ async def start_service(
         harnesses=default_harnesses(codex=config.codex.settings()),
         limits=config.runtime_limits(),
     )
-    metrics = ServiceMetrics() if metrics_address is not None else None
+    metrics = None
+    if metrics_address is not None:
+        from m3grpc.api.metrics import ServiceMetrics
+
+        metrics = ServiceMetrics()
     # The log interceptor outermost but for tracing, so refused calls are logged and counted.
     interceptors: list[grpc.aio.ServerInterceptor] = [
         *tracing_interceptors,
@@ -226,6 +233,9 @@ async def start_service(
     if inbox_address is not None:
         # The inbox takes the service's bearer tokens (a browser sends no client
         # certificate to it) and shares the Respond buckets.
+        from m3grpc.api.inbox import InboxServer
+        from m3grpc.api.inbox.access import InboxAccess
+
         tokens = Authenticator(config.auth, certificates=False) if config.auth.tokens else None
         inbox = InboxServer(runtime, watch, inbox_address, InboxAccess(tokens, limiter))
         try:

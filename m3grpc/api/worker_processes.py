@@ -24,9 +24,12 @@ import subprocess
 import sys
 import threading
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from m3grpc.api.config import ServiceConfig, load_config
-from m3grpc.runtime import Runtime, SqlExecutionStore, default_harnesses, load_cipher
+from m3grpc.api import process_memory
+
+if TYPE_CHECKING:
+    from m3grpc.api.config import ServiceConfig
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +78,8 @@ class WorkerProcesses:
 
 async def run_workers(config: ServiceConfig) -> None:
     """Run this process's worker pool until SIGTERM/SIGINT or stdin closes."""
+    from m3grpc.runtime import Runtime, SqlExecutionStore, default_harnesses, load_cipher
+
     # The same keys as the service (its environment is inherited): answers it sealed open here.
     store = SqlExecutionStore(config.database, cipher=load_cipher(config.encryption.key_file))
     runtime = Runtime(
@@ -108,6 +113,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--log-level", default="warning")
     parser.add_argument("--log-format", default="text", choices=["text", "json"])
     args = parser.parse_args(argv)
+    # As `m3grpc serve` does, before the threads and the libraries: the runtime and
+    # the config (which names it) are imported only after this.
+    process_memory.limit_malloc_arenas()
+    process_memory.skip_trio()
+    from m3grpc.api.config import load_config
     from m3grpc.api.logs import configure_logging
 
     configure_logging(args.log_level, args.log_format)

@@ -188,11 +188,15 @@ LIMITS = httpx2.Limits(max_connections=100, max_keepalive_connections=20, keepal
 
 
 class AsyncioTransport(httpx2.AsyncHTTPTransport):
-    """httpx2's transport for direct connections, its pool on `AsyncioBackend`."""
+    """httpx2's transport for direct connections, its pool on `AsyncioBackend`.
 
-    def __init__(self, ssl_context: ssl.SSLContext, limits: httpx2.Limits = LIMITS) -> None:
-        super().__init__(verify=ssl_context, limits=limits)
-        # The pool httpx2 builds for a direct connection (no proxy), on our backend.
+    `ssl_context` None: for a server reached without TLS (an `http://` URL), so that
+    no CA certificates are loaded for it; should a request still go to an `https://`
+    URL, httpcore2 verifies it with its default context."""
+
+    def __init__(self, ssl_context: ssl.SSLContext | None, limits: httpx2.Limits = LIMITS) -> None:
+        # Not httpx2's __init__: all it does is build this pool (on its own backend,
+        # with an SSL context it would build when given none).
         self._pool = httpcore2.AsyncConnectionPool(
             ssl_context=ssl_context,
             max_connections=limits.max_connections,

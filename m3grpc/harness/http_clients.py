@@ -59,21 +59,27 @@ class HttpClients:
     def __init__(self) -> None:
         self._discovered: dict[tuple[str, HeadersKey], DiscoverResult] = {}
 
-    def client(self, headers: Mapping[str, str], *, shared: bool = False) -> httpx2.AsyncClient:
-        """A new client for one session; the caller closes it. A `shared` session's
-        client (several executions' requests, see `shared_sessions`) has no cap on its
-        connections: a request never waits for another execution's long call."""
+    def client(
+        self, headers: Mapping[str, str], *, url: str | None = None, shared: bool = False
+    ) -> httpx2.AsyncClient:
+        """A new client for one session; the caller closes it. `url`: the server's; for
+        an `http://` one (direct, no proxy) the client needs no SSL context, and the
+        process builds none (it loads the CA certificates). A `shared`
+        session's client (several executions' requests, see `shared_sessions`) has no
+        cap on its connections: a request never waits for another execution's long call."""
         timeout = httpx2.Timeout(HTTP_TIMEOUT_SECONDS, read=None)
-        context = shared_ssl_context()
         limits = SHARED_LIMITS if shared else LIMITS
         if urllib.request.getproxies():
             # httpx2 routes through the environment's proxies (its own transports).
             return httpx2.AsyncClient(
-                headers=dict(headers), timeout=timeout, verify=context, limits=limits
+                headers=dict(headers), timeout=timeout, verify=shared_ssl_context(), limits=limits
             )
         # Direct connections on asyncio's streams (see asyncio_network).
+        plain = url is not None and httpx2.URL(url).scheme == "http"
         return httpx2.AsyncClient(
-            headers=dict(headers), timeout=timeout, transport=AsyncioTransport(context, limits)
+            headers=dict(headers),
+            timeout=timeout,
+            transport=AsyncioTransport(None if plain else shared_ssl_context(), limits),
         )
 
     def discovered(self, url: str, headers: Mapping[str, str]) -> DiscoverResult | None:

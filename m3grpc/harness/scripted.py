@@ -524,8 +524,8 @@ class _Run:
             self._stderr = StderrTail(server.name)
             target = stdio_client(parameters, errlog=self._stderr.errlog)
         else:
-            # The session's own client (on the process's shared SSL context).
-            http = self._http.client(server.headers)
+            # The session's own client (on the process's shared SSL context, if it needs one).
+            http = self._http.client(server.headers, url=server.url)
             await stack.enter_async_context(http)
             target = streamable_http_client(server.url, http_client=http)
         mode: str = server.protocol
@@ -1144,7 +1144,7 @@ class _SharedOpener:
 
     async def __call__(self, stack: AsyncExitStack) -> Client:
         server = self._server
-        http = self._http.client(server.headers, shared=True)
+        http = self._http.client(server.headers, url=server.url, shared=True)
         await stack.enter_async_context(http)
         prior = self._http.discovered(server.url, server.headers)
         client = TaskClient(

@@ -376,7 +376,9 @@ class WorkerPool:
                 "m3.resumed_round_id": claimed.resumed_round_id,
             },
         ) as span:
-            await self._run_traced(claimed, span)
+            run = self._run_traced(claimed, span)
+            del claimed  # only the run keeps the claim (it drops the spec document it parses)
+            await run
 
     async def _run_traced(self, claimed: ClaimedExecution, span: tracing.Span) -> None:
         execution_id = claimed.execution_id
@@ -386,6 +388,9 @@ class WorkerPool:
         try:
             # Parsing a large spec is work in proportion to its size: off the loop.
             spec, task = await offload(self._prepare, execution_id, claimed.spec)
+            # Parsed, the stored document is not kept for as long as the execution
+            # runs (a paused one waits for a human with it).
+            claimed = replace(claimed, spec={})
             resumed = None
             if claimed.resumed_round_id is not None:
                 resumed, task = await offload(self._resume_point, claimed.resumed_round_id, task)

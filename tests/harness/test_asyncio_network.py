@@ -17,6 +17,7 @@ from pathlib import Path
 import httpx2
 import pytest
 
+from m3grpc.harness import http_clients
 from m3grpc.harness.asyncio_network import AsyncioTransport
 from m3grpc.harness.http_clients import HttpClients, shared_ssl_context
 from tests.support.certs import Authority
@@ -94,6 +95,29 @@ async def test_the_session_client_runs_on_asyncio_streams_and_keeps_connections_
     assert (first.status_code, first.text) == (200, "ok 1")
     assert (second.status_code, second.text) == (200, "ok 1")
     assert server.connections == 1
+
+
+async def test_a_plain_http_server_costs_no_ssl_context(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Building the process's SSL context loads the CA certificates (~1.4 MB of RSS):
+    # only a client for an https:// server asks for it.
+    for name in ("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+    built: list[ssl.SSLContext] = []
+
+    def counted() -> ssl.SSLContext:
+        built.append(shared_ssl_context())
+        return built[-1]
+
+    monkeypatch.setattr(http_clients, "shared_ssl_context", counted)
+    server = Server()
+    async with serving(server) as url, HttpClients().client({}, url=url) as http:
+        answer = await http.get(url)
+    assert (answer.status_code, answer.text) == (200, "ok 1")
+    assert built == []
+
+    async with HttpClients().client({}, url="https://127.0.0.1:9/mcp"):
+        pass
+    assert built == [shared_ssl_context()]
 
 
 async def test_a_connection_the_server_closed_while_idle_is_not_reused() -> None:

@@ -1,0 +1,41 @@
+"""Process set-up for memory, shared by `m3grpc serve` and its worker processes
+(issue 11: RSS with many paused executions). Standard library only: it runs before
+the service's libraries are imported.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import sys
+
+# glibc's mallopt parameter for the number of malloc arenas (malloc.h).
+_M_ARENA_MAX = -8
+# Arenas the service lets glibc create. By default glibc gives each thread that
+# allocates while another holds an arena a new one, up to 8 per core: the service's
+# store, lease, gRPC and executor threads each fragmented an arena of their own, ~10 MB
+# of RSS with 1,000 executions paused (bench/compare.py --scale 1000). Python allocates
+# under the GIL, so two arenas cost no measurable speed.
+SERVICE_MALLOC_ARENAS = 2
+
+
+def limit_malloc_arenas(arenas: int = SERVICE_MALLOC_ARENAS) -> bool:
+    """Cap glibc's malloc arenas before the process starts its threads; True if set.
+    Not glibc, or MALLOC_ARENA_MAX set by the operator: left alone."""
+    if os.environ.get("MALLOC_ARENA_MAX") or not sys.platform.startswith("linux"):
+        return False
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        return False  # another C library (musl has no arenas to cap)
+    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
+    mallopt.restype = ctypes.c_int
+    return bool(mallopt(_M_ARENA_MAX, arenas))
+
+
+def skip_trio() -> None:
+    """Keep trio out of the process: httpcore2 imports it when it is installed (for
+    clients run on trio), ~4 MB of RSS; the service runs its HTTP clients on asyncio
+    only, where httpcore2 never uses it (it treats trio as absent). Call it before
+    httpcore2 is imported."""
+    sys.modules.setdefault("trio", None)  # type: ignore[arg-type]
