@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import signal
 import sqlite3
+import time
 from pathlib import Path
 
 from m3grpc.wire.gen.m3.v1 import execution_pb2
@@ -42,6 +43,22 @@ def answered_where(ledger: Path) -> tuple[str, str]:
     return asked, booked.split(" answered_in=")[1]
 
 
+def wait_until_open(pid: int, database: Path) -> None:
+    """Wait (bounded) until process `pid` has `database` open: its runtime has
+    started and claims work. A loaded machine may take seconds to import it, and
+    the service alone could otherwise run every execution before it is up."""
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        fds = Path(f"/proc/{pid}/fd")
+        try:
+            if any(Path(os.readlink(fd)) == database for fd in fds.iterdir()):
+                return
+        except FileNotFoundError:
+            pass  # a descriptor closed while we looked
+        time.sleep(0.1)
+    raise AssertionError(f"worker process {pid} never opened {database}")
+
+
 def round_owners(database: Path) -> dict[str, str]:
     """round_id -> the worker that owns it, read from the database."""
     with sqlite3.connect(database) as conn:
@@ -57,6 +74,7 @@ def test_two_processes_share_work_and_recover_a_dead_ones(tmp_path: Path) -> Non
     try:
         children = worker_children(service)
         assert len(children) == 1, children
+        wait_until_open(children[0], database)
         ledgers = [tmp_path / f"ledger-{i}.txt" for i in range(EXECUTIONS)]
         executions = [submit_ledger(stubs, ledger) for ledger in ledgers]
         rounds = [str(stubs.wait_pending(e).round_id) for e in executions]
