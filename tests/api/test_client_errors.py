@@ -61,12 +61,19 @@ def test_transport_failures_are_typed() -> None:
         _check_remote(caught.value, "UNAVAILABLE")
 
 
-def test_a_call_deadline_is_typed(shared_server: ServerProcess) -> None:
-    with (
-        RemoteMCPTestKit(shared_server.address, timeout=1e-6) as kit,
-        pytest.raises(RemoteCallError) as caught,
-    ):
-        kit.handle("exe_x").snapshot()
+def test_a_call_deadline_is_typed() -> None:
+    # A peer that accepts the connection and never answers: the call can only end at
+    # its deadline. (A real service answering an unknown id in time would be NOT_FOUND,
+    # however short the deadline: the reply may beat the client's deadline timer.)
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        address = f"127.0.0.1:{silent.getsockname()[1]}"
+        with (
+            RemoteMCPTestKit(address, timeout=0.2) as kit,
+            pytest.raises(RemoteCallError) as caught,
+        ):
+            kit.handle("exe_x").snapshot()
     _check_remote(caught.value, "DEADLINE_EXCEEDED")
 
 
