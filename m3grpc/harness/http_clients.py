@@ -84,16 +84,17 @@ class HttpClients:
 
     def discovered(self, url: str, headers: Mapping[str, str]) -> DiscoverResult | None:
         """The server's remembered `server/discover` answer, if any."""
-        return self._discovered.get((url, _key(headers)))
+        return self._discovered.get(binding_key(url, headers))
 
     def remember_discovered(
         self, url: str, headers: Mapping[str, str], result: DiscoverResult
     ) -> None:
-        self._discovered[(url, _key(headers))] = result
+        self._discovered[binding_key(url, headers)] = result
 
     def forget_discovered(self, url: str, headers: Mapping[str, str]) -> None:
-        self._discovered.pop((url, _key(headers)), None)
+        self._discovered.pop(binding_key(url, headers), None)
 
 
-def _key(headers: Mapping[str, str]) -> HeadersKey:
-    return tuple(sorted(headers.items()))
+def binding_key(url: str, headers: Mapping[str, str]) -> tuple[str, HeadersKey]:
+    """What identifies an HTTP binding's server to the process: its URL and headers."""
+    return (url, tuple(sorted(headers.items())))

@@ -155,7 +155,7 @@ from m3grpc.harness.base import (
 )
 from m3grpc.harness.contained_http import contained_http_transport
 from m3grpc.harness.diagnostics import StderrTail, connect_failure, connection_lost
-from m3grpc.harness.http_clients import HttpClients
+from m3grpc.harness.http_clients import HttpClients, binding_key
 from m3grpc.harness.mcp_convert import domain_request, dump_result, elicit_results
 from m3grpc.harness.mcp_tasks import (
     RELATED_TASK_META,
@@ -510,7 +510,7 @@ class _Run:
             # Pinned to 2026-07-28 over HTTP: the server keeps no session state, so
             # the binding's executions share one session (see shared_sessions).
             opener = _SharedOpener(server, self._http, self._client_info)
-            lease = await self._shared.acquire((server.url, _headers_key(server)), opener)
+            lease = await self._shared.acquire(binding_key(server.url, server.headers), opener)
             stack.callback(lease.release)
             self._lease = lease
             return lease.client
@@ -537,32 +537,13 @@ class _Run:
             # once the server has answered discover, later sessions adopt that answer.
             prior = self._known_discover()
             mode = MRTR_PROTOCOL if prior is not None else "auto"
-        client = TaskClient(
-            target,
-            mode=mode,
-            prior_discover=prior,
-            # Given a callback, the SDK declares elicitation {form, url}.
-            elicitation_callback=self._on_elicit,
-            # Declares roots; answered from the binding (empty by default).
-            list_roots_callback=self._on_list_roots,
-            client_info=self._client_info,
-            message_handler=self._on_message,
-            cache=None,  # a script must see the server's current listings
-            # Declares client tasks (2025-11-25): a task-augmented elicitation
-            # is answered as a round while the server polls the task.
-            client_tasks=ClientTasks(self._on_task_elicit),
-        )
+        client = _task_client(target, mode, prior, self, self._client_info)
         try:
             entered = await stack.enter_async_context(client)
         finally:
             if self._stderr is not None:
                 self._stderr.release_writer()  # the spawn is over; the server holds its copy
-        if server.protocol == MRTR_PROTOCOL and entered.protocol_version != MRTR_PROTOCOL:
-            raise _ProtocolMismatch(_offered(entered))
-        discovered = entered.session.discover_result
-        if prior is None and discovered is not None and not isinstance(server, StdioServer):
-            self._http.remember_discovered(server.url, server.headers, discovered)
-        return entered
+        return _adopted(entered, server, prior, self._http)
 
     def _known_discover(self) -> DiscoverResult | None:
         server = self._task.server
@@ -1147,24 +1128,15 @@ class _SharedOpener:
         http = self._http.client(server.headers, url=server.url, shared=True)
         await stack.enter_async_context(http)
         prior = self._http.discovered(server.url, server.headers)
-        client = TaskClient(
+        client = _task_client(
             contained_http_transport(server.url, http),
-            mode=MRTR_PROTOCOL if prior is not None else "auto",
-            prior_discover=prior,
-            elicitation_callback=_routed_elicit,
-            list_roots_callback=_routed_list_roots,
-            client_info=self._client_info,
-            message_handler=_routed_message,
-            cache=None,  # a script must see the server's current listings
-            client_tasks=ClientTasks(_routed_task_elicit),
+            MRTR_PROTOCOL if prior is not None else "auto",
+            prior,
+            _ROUTED,
+            self._client_info,
         )
         entered = await stack.enter_async_context(client)
-        if entered.protocol_version != MRTR_PROTOCOL:
-            raise _ProtocolMismatch(_offered(entered))
-        discovered = entered.session.discover_result
-        if prior is None and discovered is not None:
-            self._http.remember_discovered(server.url, server.headers, discovered)
-        return entered
+        return _adopted(entered, server, prior, self._http)
 
 
 def _user() -> _Run | None:
@@ -1173,40 +1145,79 @@ def _user() -> _Run | None:
     return user if isinstance(user, _Run) else None
 
 
-async def _routed_elicit(
-    context: ClientRequestContext, params: ElicitRequestParams
-) -> ElicitResult | ErrorData:
-    run = _user()
-    if run is None:
-        return _refusal("no operation is waiting for input")
-    return await run._on_elicit(context, params)
+class _Routed:
+    """A shared session's handlers: each hands what the server sent to the execution
+    whose request it came with (`_user`), as a session of its own would."""
+
+    async def _on_elicit(
+        self, context: ClientRequestContext, params: ElicitRequestParams
+    ) -> ElicitResult | ErrorData:
+        run = _user()
+        if run is None:
+            return _refusal("no operation is waiting for input")
+        return await run._on_elicit(context, params)
+
+    async def _on_task_elicit(
+        self, context: ClientRequestContext, params: ElicitRequestParams, task_id: str
+    ) -> ElicitResult | ErrorData:
+        run = _user()
+        if run is None:
+            return _refusal("no operation is waiting for input")
+        return await run._on_task_elicit(context, params, task_id)
+
+    async def _on_list_roots(self, context: ClientRequestContext) -> ListRootsResult | ErrorData:
+        run = _user()
+        if run is None:
+            return ListRootsResult(roots=[])
+        return await run._on_list_roots(context)
+
+    async def _on_message(self, message: IncomingMessage) -> None:
+        run = _user()
+        if run is not None:
+            run._on_notification(message)
+        await anyio.lowlevel.checkpoint()
 
 
-async def _routed_task_elicit(
-    context: ClientRequestContext, params: ElicitRequestParams, task_id: str
-) -> ElicitResult | ErrorData:
-    run = _user()
-    if run is None:
-        return _refusal("no operation is waiting for input")
-    return await run._on_task_elicit(context, params, task_id)
+_ROUTED = _Routed()
 
 
-async def _routed_list_roots(context: ClientRequestContext) -> ListRootsResult | ErrorData:
-    run = _user()
-    if run is None:
-        return ListRootsResult(roots=[])
-    return await run._on_list_roots(context)
+def _task_client(
+    target: StdioServerParameters | Transport,
+    mode: str,
+    prior: DiscoverResult | None,
+    handlers: _Run | _Routed,
+    client_info: Implementation,
+) -> TaskClient:
+    """The SDK client of one session (not entered yet), answering the server with `handlers`."""
+    return TaskClient(
+        target,
+        mode=mode,
+        prior_discover=prior,
+        # Given a callback, the SDK declares elicitation {form, url}.
+        elicitation_callback=handlers._on_elicit,
+        # Declares roots; answered from the binding (empty by default).
+        list_roots_callback=handlers._on_list_roots,
+        client_info=client_info,
+        message_handler=handlers._on_message,
+        cache=None,  # a script must see the server's current listings
+        # Declares client tasks (2025-11-25): a task-augmented elicitation
+        # is answered as a round while the server polls the task.
+        client_tasks=ClientTasks(handlers._on_task_elicit),
+    )
 
 
-async def _routed_message(message: IncomingMessage) -> None:
-    run = _user()
-    if run is not None:
-        run._on_notification(message)
-    await anyio.lowlevel.checkpoint()
-
-
-def _headers_key(server: HttpServer) -> tuple[tuple[str, str], ...]:
-    return tuple(sorted(server.headers.items()))
+def _adopted(
+    entered: Client, server: ServerBinding, prior: DiscoverResult | None, http: HttpClients
+) -> Client:
+    """A session just entered, refused when the server does not speak the protocol its
+    binding is pinned to; an HTTP server's first `server/discover` answer is
+    remembered for the binding's later sessions."""
+    if server.protocol == MRTR_PROTOCOL and entered.protocol_version != MRTR_PROTOCOL:
+        raise _ProtocolMismatch(_offered(entered))
+    discovered = entered.session.discover_result
+    if prior is None and discovered is not None and not isinstance(server, StdioServer):
+        http.remember_discovered(server.url, server.headers, discovered)
+    return entered
 
 
 def _mismatch_message(server: ServerBinding, offered: str) -> str:
