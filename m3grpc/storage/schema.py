@@ -10,7 +10,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects.postgresql import JSONB
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -42,7 +41,22 @@ def from_micros(value: int) -> datetime:
     return _EPOCH + timedelta(microseconds=value)
 
 
-JsonDocument: sa.types.TypeEngine[Any] = sa.JSON().with_variant(JSONB(), "postgresql")
+class PostgresJsonb(sa.types.TypeDecorator[Any]):
+    """PostgreSQL's JSONB, with SQLAlchemy's PostgreSQL dialect imported only when a
+    PostgreSQL engine uses it: a store on SQLite never loads it (~2 MB a process).
+    Used only as JsonDocument's PostgreSQL variant, so a column's own type stays
+    `sa.JSON` on every backend (which decides how Python None is stored: JSON null)."""
+
+    impl = sa.JSON
+    cache_ok = True
+
+    def load_dialect_impl(self, dialect: sa.Dialect) -> sa.types.TypeEngine[Any]:
+        from sqlalchemy.dialects.postgresql import JSONB
+
+        return dialect.type_descriptor(JSONB())
+
+
+JsonDocument: sa.types.TypeEngine[Any] = sa.JSON().with_variant(PostgresJsonb(), "postgresql")
 
 metadata = sa.MetaData()
 
