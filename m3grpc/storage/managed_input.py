@@ -67,6 +67,7 @@ from m3grpc.storage.transitions import (
     ROUND_RULE,
     RoundMove,
     Rule,
+    advance_round,
     check_round,
     finish_recovered,
     keep_execution_in_step,
@@ -608,13 +609,49 @@ class SqlManagedInputStore:
         operation: tuple[OperationResult, bool] | None = None,
     ) -> dict[str, Any]:
         """A worker's moves by the round rules of `steps` inside the caller's
-        transaction: the round read (locked) once, each move checked against the
-        row the one before leaves (state, ownership, lease liveness), all written
-        with one compare-and-set UPDATE, each status change recorded. Returns the
-        round's new row."""
+        transaction, all written with one compare-and-set UPDATE, each status
+        change recorded: in the usual case (`advance_round`) checked by that
+        UPDATE alone; otherwise the round read (locked) once and each move checked
+        against the row the one before leaves (state, ownership, lease liveness).
+        Returns the round's new row."""
         require_identifier(round_id, "round_id")
-        row: RowLike = self._load(conn, round_id, for_update=True)
         now = self.now()
+        written = None
+        if within is None and not any(step.values for step in steps):
+            # The usual case in one UPDATE; a refusal or a retry reads the round.
+            written = advance_round(
+                conn,
+                [ROUND_RULE[step.method] for step in steps],
+                [step.stamp for step in steps],
+                round_id=round_id,
+                lease=lease,
+                now=now,
+            )
+        if written is None:
+            written = self._checked_move(conn, round_id, lease, steps, now=now, within=within)
+        execution_id = written["execution_id"]
+        if operation is not None:
+            result, last = operation
+            record_operation(conn, execution_id, result, last=last, now=now)
+        for step in steps:
+            execution_rule = EXECUTION_RULE.get(step.method)
+            if execution_rule is not None:
+                keep_execution_in_step(conn, execution_rule, execution_id, now)
+        return written
+
+    def _checked_move(
+        self,
+        conn: Connection,
+        round_id: str,
+        lease: ManagedInputLease,
+        steps: Sequence[_Step],
+        *,
+        now: datetime,
+        within: Collection[ManagedInputStatus] | None,
+    ) -> dict[str, Any]:
+        """`steps` with the round read (locked) first and each move checked against
+        the row the one before leaves, written by `write_rounds`."""
+        row: RowLike = self._load(conn, round_id, for_update=True)
         moves: list[tuple[RoundMove, dict[str, Any]]] = []
         for step in steps:
             if moves:
@@ -624,16 +661,7 @@ class SqlManagedInputStore:
             if step.method == "start_delivery":
                 values["delivery_attempts"] = row.delivery_attempts + 1
             moves.append((move, values))
-        written = write_rounds(conn, moves)
-        execution_id = moves[0][0].row.execution_id
-        if operation is not None:
-            result, last = operation
-            record_operation(conn, execution_id, result, last=last, now=now)
-        for step in steps:
-            execution_rule = EXECUTION_RULE.get(step.method)
-            if execution_rule is not None:
-                keep_execution_in_step(conn, execution_rule, execution_id, now)
-        return written
+        return write_rounds(conn, moves)
 
     def _guard(
         self,

@@ -272,6 +272,32 @@ def update_round(columns: tuple[str, ...]) -> Prepared:
 
 
 @functools.cache
+def advance_round(stamps: tuple[str, ...], count_attempt: bool) -> Prepared:
+    """A worker's compare-and-set UPDATE of a round (`b_round_id`) that is in
+    `b_status` and held under the live lease `b_owner_id` + `b_lease_token`
+    (expiring after `b_now`): sets `v_status`, and `updated_at` and each of
+    `stamps` to `v_now`; `count_attempt`: one more delivery attempt. Returns the
+    round's new row; no row when any of it does not hold."""
+    now = {
+        name: sa.bindparam(f"v_now_{name}", type_=rounds.c[name].type)
+        for name in (*stamps, "updated_at")
+    }
+    attempts = {"delivery_attempts": rounds.c.delivery_attempts + 1} if count_attempt else {}
+    return Prepared(
+        rounds.update()
+        .where(rounds.c.round_id == sa.bindparam("b_round_id"))
+        .where(rounds.c.status == sa.bindparam("b_status"))
+        .where(rounds.c.owner_id == sa.bindparam("b_owner_id"))
+        .where(rounds.c.lease_token == sa.bindparam("b_lease_token"))
+        .where(
+            rounds.c.lease_expires_at > sa.bindparam("b_now", type_=rounds.c.lease_expires_at.type)
+        )
+        .values(status=sa.bindparam("v_status", type_=rounds.c.status.type), **now, **attempts)
+        .returning(*rounds.c)
+    )
+
+
+@functools.cache
 def update_execution(states: tuple[str, ...], columns: tuple[str, ...]) -> sa.Update:
     """An UPDATE of one execution (`b_execution_id`) that is in one of `states`,
     setting `columns` from the parameters `v_<column>`."""

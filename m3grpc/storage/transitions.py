@@ -9,7 +9,10 @@ package changes a round or finishes an execution:
   which only `check_round` hands out after the actor's checks, and which
   `write_round` writes with a compare-and-set UPDATE (plus the event;
   `write_rounds`: consecutive moves of one transaction, e.g. delivered and
-  resolved at once, in one UPDATE with an event each); the one
+  resolved at once, in one UPDATE with an event each), or a worker's usual
+  status change, which `advance_round` checks and writes in one compare-and-set
+  UPDATE (the checks `check_round` makes for a worker, as its WHERE clause;
+  anything else falls back to `check_round`); the one
   exception is the heartbeat's bulk lease renewal (`renew_leases`), a single
   UPDATE of lease expiries restricted to the states its rule allows, as one
   statement per row would not scale with the executions a process runs;
@@ -26,6 +29,7 @@ from __future__ import annotations
 
 import enum
 import functools
+import itertools
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -337,6 +341,91 @@ def write_rounds(
                 created_at=move.now,
             )
     return {**first._mapping, **values}
+
+
+@dataclass(frozen=True)
+class _Advance:
+    """How `advance_round` writes consecutive worker moves: its UPDATE, and the
+    round's status before the first move and after each."""
+
+    statement: statements.Prepared
+    statuses: tuple[str, ...]
+
+
+@functools.cache
+def _advance(
+    rules: tuple[Rule[ManagedInputStatus], ...], stamps: tuple[str, ...]
+) -> _Advance | None:
+    """The UPDATE of `rules` from the one state the first rule moves forward from
+    (start_delivery: response_validated, not its retry from delivery_started);
+    None when there is no such single state or a rule is not a worker's status
+    change (those always read the round first)."""
+    first = rules[0]
+    forward = [s.value for s in first.from_states if s is not None and s is not first.to_state]
+    if len(forward) != 1:
+        return None
+    statuses = forward
+    for rule in rules:
+        if (
+            rule.actor is not Actor.WORKER
+            or rule.resumable_only
+            or rule.to_state is None
+            or not rule.allows(statuses[-1])
+        ):
+            return None
+        statuses.append(rule.to_state.value)
+    counts_attempt = any(rule.method == "start_delivery" for rule in rules)
+    return _Advance(statements.advance_round(stamps, counts_attempt), tuple(statuses))
+
+
+def advance_round(
+    conn: Connection,
+    rules: Sequence[Rule[ManagedInputStatus]],
+    stamps: Sequence[str],
+    *,
+    round_id: str,
+    lease: ManagedInputLease,
+    now: datetime,
+) -> dict[str, Any] | None:
+    """A worker's consecutive moves of a round (`rules`, each stamping its column
+    of `stamps` with `now`) in the usual case, checked and written by one
+    compare-and-set UPDATE ... RETURNING without reading the round first: the
+    round is in the state the first rule moves forward from and the worker's
+    lease (owner and token) is the round's and live at `now`, which is what
+    `check_round` checks for a worker. Each status change appends its event.
+
+    Returns the round's new row, or None when the UPDATE matched no row (nothing
+    was written): the caller then reads the round (locked) and checks the moves
+    with `check_round`, which refuses them with the typed error that explains why,
+    or makes them from another allowed state (a delivery's retry)."""
+    advance = _advance(tuple(rules), tuple(stamps))
+    if advance is None:
+        return None
+    statuses = advance.statuses
+    row = advance.statement.first(
+        conn,
+        {
+            "b_round_id": round_id,
+            "b_status": statuses[0],
+            "b_owner_id": lease.owner_id,
+            "b_lease_token": lease.lease_token,
+            "b_now": now,
+            "v_status": statuses[-1],
+            **{f"v_now_{name}": now for name in (*stamps, "updated_at")},
+        },
+    )
+    if row is None:
+        return None
+    for before, after in itertools.pairwise(statuses):
+        append_event(
+            conn,
+            round_event_kind(before),
+            execution_id=row.execution_id,
+            round_id=round_id,
+            status=after,
+            created_at=now,
+        )
+    return dict(row._mapping)
 
 
 # The open rounds of an execution (`execution_id`), oldest first, locked.
