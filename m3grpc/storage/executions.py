@@ -20,7 +20,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Connection, Row
+from sqlalchemy.engine import Connection
 
 from m3grpc.errors import (
     ConflictKind,
@@ -63,6 +63,7 @@ from m3grpc.storage.managed_input import SqlManagedInputStore
 from m3grpc.storage.operations import record_operation, stored_operations
 from m3grpc.storage.schema import executions, rounds
 from m3grpc.storage.sealed_rows import check_keys
+from m3grpc.storage.statements import RowLike
 from m3grpc.storage.tokens import new_lease_token
 from m3grpc.storage.transitions import (
     EXECUTION_FINISHED_FAILURE_CODE,
@@ -89,41 +90,51 @@ _RENEW_CHUNK = 500
 _CREATED = EXECUTION_RULE["create_execution"].creates()
 # What claim_next may take: a queued execution, or a released one (waiting for
 # input with no worker, see m3grpc.storage.handover).
+# (States listed as elements, not one expanding parameter: `Prepared` runs these.)
 _CLAIMABLE = sa.or_(
-    executions.c.lifecycle.in_(EXECUTION_RULE["claim_next"].open_states()),
+    executions.c.lifecycle.in_([sa.literal(s) for s in EXECUTION_RULE["claim_next"].open_states()]),
     sa.and_(
-        executions.c.lifecycle.in_(EXECUTION_RULE["claim_released"].open_states()),
+        executions.c.lifecycle.in_(
+            [sa.literal(s) for s in EXECUTION_RULE["claim_released"].open_states()]
+        ),
         executions.c.worker_owner_id.is_(None),
     ),
 )
 
 # claim_next's statements, built once (see m3grpc.storage.statements).
-_NEXT_CLAIMABLE = (
+_NEXT_CLAIMABLE_SELECT = (
     sa.select(executions)
     .where(_CLAIMABLE)
     .order_by(executions.c.created_at, executions.c.execution_id)
     .limit(1)
 )
-_NEXT_CLAIMABLE_LOCKED = _NEXT_CLAIMABLE.with_for_update(skip_locked=True)
+_NEXT_CLAIMABLE = statements.Prepared(_NEXT_CLAIMABLE_SELECT)
+_NEXT_CLAIMABLE_LOCKED = statements.Prepared(
+    _NEXT_CLAIMABLE_SELECT.with_for_update(skip_locked=True)
+)
 # Unlocked: on PostgreSQL it may see a row another claim is taking (one extra
 # claim then finds nothing), never miss one.
-_ANY_CLAIMABLE = sa.select(executions.c.execution_id).where(_CLAIMABLE).limit(1)
+_ANY_CLAIMABLE = statements.Prepared(
+    sa.select(executions.c.execution_id).where(_CLAIMABLE).limit(1)
+)
 
 
 @functools.cache
-def _claim_update(rule: Rule[ExecutionStatus]) -> sa.Update:
+def _claim_update(rule: Rule[ExecutionStatus]) -> statements.Prepared:
     """claim_next's UPDATE by `rule`: only a still-claimable execution (no owner,
     in the rule's from-states), so two claimers can never both win."""
-    return statements.update_execution(
-        tuple(rule.open_states()),
-        (
-            "lifecycle",
-            "worker_owner_id",
-            "worker_lease_token",
-            "worker_lease_expires_at",
-            "updated_at",
-        ),
-    ).where(executions.c.worker_owner_id.is_(None))
+    return statements.Prepared(
+        statements.update_execution(
+            tuple(rule.open_states()),
+            (
+                "lifecycle",
+                "worker_owner_id",
+                "worker_lease_token",
+                "worker_lease_expires_at",
+                "updated_at",
+            ),
+        ).where(executions.c.worker_owner_id.is_(None))
+    )
 
 
 # Where an execution's trace context is kept in its stored spec document (a key
@@ -264,9 +275,9 @@ class SqlExecutionStore:
         stored_request_id = _scoped_request_id(request_id, principal) if request_id else None
         with write_transaction(self._engine) as conn:
             if stored_request_id:
-                existing = conn.execute(
-                    statements.SELECT_EXECUTION_BY_REQUEST_ID, {"request_id": stored_request_id}
-                ).first()
+                existing = statements.SELECT_EXECUTION_BY_REQUEST_ID.first(
+                    conn, {"request_id": stored_request_id}
+                )
                 if existing is not None:
                     if existing.request_digest != digest:
                         raise ManagedInputConflict(
@@ -280,8 +291,8 @@ class SqlExecutionStore:
                     return CreatedExecution(_state(existing), created=False)
             now = self.now()
             execution_id = f"exe_{uuid.uuid4().hex}"
-            conn.execute(
-                statements.INSERT_EXECUTION,
+            statements.INSERT_EXECUTION.execute(
+                conn,
                 {
                     "execution_id": execution_id,
                     "request_id": stored_request_id,
@@ -297,7 +308,9 @@ class SqlExecutionStore:
             )
             # Idle workers of other replicas claim it now rather than at their next poll.
             announce(conn, Change(EXECUTION_QUEUED, execution_id))
-            return CreatedExecution(_state(self._load(conn, execution_id)), created=True)
+            return CreatedExecution(
+                _state(self._load(conn, execution_id, state_only=True)), created=True
+            )
 
     def trace_context(self, execution_id: str) -> dict[str, str]:
         """The W3C trace context the execution was submitted in; empty when none."""
@@ -365,7 +378,7 @@ class SqlExecutionStore:
 
     def get_state(self, execution_id: str) -> ExecutionState:
         with read_transaction(self._engine) as conn:
-            return _state(self._load(conn, execution_id))
+            return _state(self._load(conn, execution_id, state_only=True))
 
     def get_result(self, execution_id: str) -> ExecutionResult | None:
         """The terminal result, or None while the execution is unfinished."""
@@ -386,7 +399,7 @@ class SqlExecutionStore:
             query = _NEXT_CLAIMABLE
             if conn.dialect.name == "postgresql":
                 query = _NEXT_CLAIMABLE_LOCKED
-            row = conn.execute(query).first()
+            row = query.first(conn, {})
             if row is None:
                 return None
             now = self.now()
@@ -395,8 +408,8 @@ class SqlExecutionStore:
             lease = ManagedInputLease(
                 owner_id=owner_id, lease_token=new_lease_token(), expires_at=now + lease_duration
             )
-            claimed = conn.execute(
-                _claim_update(rule),
+            claimed = _claim_update(rule).execute(
+                conn,
                 {
                     "b_execution_id": row.execution_id,
                     "v_lifecycle": rule.target(ExecutionStatus(row.lifecycle)).value,
@@ -406,10 +419,10 @@ class SqlExecutionStore:
                     "v_updated_at": now,
                 },
             )
-            if claimed.rowcount != 1:
+            if claimed != 1:
                 return None  # another worker claimed it first; the caller polls again
             resumed = adopt_rounds(conn, row.execution_id, lease, now=now) if released else None
-            more = conn.execute(_ANY_CLAIMABLE).first() is not None
+            more = _ANY_CLAIMABLE.first(conn, {}) is not None
             spec, trace_context = _split_trace_context(row.spec)
             return ClaimedExecution(
                 execution_id=row.execution_id,
@@ -576,7 +589,7 @@ class SqlExecutionStore:
                 self._guard(conn, execution_id, lease)
                 rule = EXECUTION_RULE["finish"]
             self._finish(conn, rule, execution_id, result)
-            return _state(self._load(conn, execution_id))
+            return _state(self._load(conn, execution_id, state_only=True))
 
     @staticmethod
     def _finish(
@@ -732,7 +745,7 @@ class SqlExecutionStore:
 
     def _guard(
         self, conn: Connection, execution_id: str, lease: ManagedInputLease
-    ) -> tuple[Row[Any], datetime]:
+    ) -> tuple[RowLike, datetime]:
         row = self._load(conn, execution_id, for_update=True)
         now = self.now()
         if (
@@ -749,11 +762,16 @@ class SqlExecutionStore:
         return row, now
 
     @staticmethod
-    def _load(conn: Connection, execution_id: str, *, for_update: bool = False) -> Row[Any]:
+    def _load(
+        conn: Connection, execution_id: str, *, for_update: bool = False, state_only: bool = False
+    ) -> RowLike:
+        """The execution's row; `state_only`: only what `_state` reads."""
         query = statements.SELECT_EXECUTION
         if for_update:
             query = statements.SELECT_EXECUTION_FOR_UPDATE
-        row = conn.execute(query, {"execution_id": execution_id}).first()
+        elif state_only:
+            query = statements.SELECT_EXECUTION_STATE
+        row = query.first(conn, {"execution_id": execution_id})
         if row is None:
             raise ExecutionNotFoundError(
                 f"no execution {execution_id!r}", metadata={"execution_id": execution_id}
@@ -800,7 +818,7 @@ def _chunks(ids: Collection[str], size: int = 500) -> Iterator[list[str]]:
         yield listed[start : start + size]
 
 
-def _state(row: Row[Any]) -> ExecutionState:
+def _state(row: RowLike) -> ExecutionState:
     return ExecutionState(
         execution_id=row.execution_id,
         lifecycle=ExecutionStatus(row.lifecycle),

@@ -109,6 +109,17 @@ class Prepared:
             cursor.close()
         return None if found is None else compiled.row(found)
 
+    def all(self, conn: Connection, params: Mapping[str, Any]) -> list[RowLike]:
+        """Every row."""
+        if conn.dialect.driver != "pysqlite":
+            return list(conn.execute(self.statement, params).all())
+        compiled, cursor = self._run(conn, params)
+        try:
+            found = cursor.fetchall()
+        finally:
+            cursor.close()
+        return [compiled.row(values) for values in found]
+
     def execute(self, conn: Connection, params: Mapping[str, Any]) -> int:
         """Run a statement that returns no rows; the number of rows it changed."""
         if conn.dialect.driver != "pysqlite":
@@ -223,14 +234,52 @@ ROUND_CREATED_COLUMNS = (
 )
 INSERT_ROUND = Prepared(rounds.insert().values(_values(rounds, ROUND_CREATED_COLUMNS)))
 
-SELECT_EXECUTION = sa.select(executions).where(
+_SELECT_EXECUTION = sa.select(executions).where(
     executions.c.execution_id == sa.bindparam("execution_id")
 )
-SELECT_EXECUTION_FOR_UPDATE = SELECT_EXECUTION.with_for_update()
-SELECT_EXECUTION_BY_REQUEST_ID = sa.select(executions).where(
-    executions.c.request_id == sa.bindparam("request_id")
+SELECT_EXECUTION = Prepared(_SELECT_EXECUTION)
+SELECT_EXECUTION_FOR_UPDATE = Prepared(_SELECT_EXECUTION.with_for_update())
+# What an ExecutionState shows of an execution: not its spec nor its result,
+# documents a state read would decode for nothing.
+EXECUTION_STATE_COLUMNS = (
+    "execution_id",
+    "lifecycle",
+    "outcome",
+    "human_input",
+    "created_at",
+    "updated_at",
+    "finished_at",
+    "failure_code",
+    "failure_message",
 )
-INSERT_EXECUTION = executions.insert()
+SELECT_EXECUTION_STATE = Prepared(
+    sa.select(*(executions.c[name] for name in EXECUTION_STATE_COLUMNS)).where(
+        executions.c.execution_id == sa.bindparam("execution_id")
+    )
+)
+SELECT_EXECUTION_BY_REQUEST_ID = Prepared(
+    sa.select(executions).where(executions.c.request_id == sa.bindparam("request_id"))
+)
+# The columns create_execution sets; the others start NULL.
+INSERT_EXECUTION = Prepared(
+    executions.insert().values(
+        _values(
+            executions,
+            (
+                "execution_id",
+                "request_id",
+                "request_digest",
+                "principal",
+                "spec",
+                "human_input",
+                "lifecycle",
+                "cancel_requested",
+                "created_at",
+                "updated_at",
+            ),
+        )
+    )
+)
 
 SELECT_OPERATION_STORED = Prepared(
     sa.select(operation_results.c.seq)
@@ -304,8 +353,15 @@ def update_execution(states: tuple[str, ...], columns: tuple[str, ...]) -> sa.Up
     return (
         executions.update()
         .where(executions.c.execution_id == sa.bindparam("b_execution_id"))
-        .where(executions.c.lifecycle.in_(states))
+        # Listed as elements, not one expanding parameter: `Prepared` runs it too.
+        .where(executions.c.lifecycle.in_([sa.literal(state) for state in states]))
         .values(
             {name: sa.bindparam(f"v_{name}", type_=executions.c[name].type) for name in columns}
         )
     )
+
+
+@functools.cache
+def prepared_update_execution(states: tuple[str, ...], columns: tuple[str, ...]) -> Prepared:
+    """`update_execution`, run as a `Prepared` statement."""
+    return Prepared(update_execution(states, columns))

@@ -429,10 +429,12 @@ def advance_round(
 
 
 # The open rounds of an execution (`execution_id`), oldest first, locked.
-_OPEN_ROUNDS = (
+_OPEN_ROUNDS = statements.Prepared(
     sa.select(rounds)
     .where(rounds.c.execution_id == sa.bindparam("execution_id"))
-    .where(rounds.c.status.in_(ROUND_RULE["finish_execution"].open_states()))
+    .where(
+        rounds.c.status.in_([sa.literal(s) for s in ROUND_RULE["finish_execution"].open_states()])
+    )
     .order_by(rounds.c.created_at, rounds.c.round_id)
     .with_for_update()
 )
@@ -445,7 +447,7 @@ def fail_open_rounds(
     nothing could deliver to them any more."""
     rule = ROUND_RULE["finish_execution"]
     # Locked (PostgreSQL), so a round cannot move between this read and its write.
-    open_rounds = conn.execute(_OPEN_ROUNDS, {"execution_id": execution_id}).all()
+    open_rounds = _OPEN_ROUNDS.all(conn, {"execution_id": execution_id})
     for row in open_rounds:
         write_round(
             conn,
@@ -542,11 +544,10 @@ def finish_execution(
         "updated_at": now,
         "finished_at": now,
     }
-    finished = conn.execute(
-        statements.update_execution(tuple(rule.open_states()), tuple(values)),
-        {"b_execution_id": execution_id, **{f"v_{k}": v for k, v in values.items()}},
-    )
-    if finished.rowcount != 1:
+    finished = statements.prepared_update_execution(
+        tuple(rule.open_states()), tuple(values)
+    ).execute(conn, {"b_execution_id": execution_id, **{f"v_{k}": v for k, v in values.items()}})
+    if finished != 1:
         return False
     append_event(
         conn,

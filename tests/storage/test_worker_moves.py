@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterator
+from datetime import timedelta
 
 import pytest
 import sqlalchemy as sa
@@ -13,7 +14,13 @@ import sqlalchemy as sa
 from m3grpc.errors import ConflictKind, ManagedInputConflict, ManagedInputStateError
 from m3grpc.storage import SqlExecutionStore, SqlManagedInputStore
 from m3grpc.storage.engine import create_store_engine
-from m3grpc.types import ManagedInputStatus, OperationResult
+from m3grpc.types import (
+    ExecutionOutcome,
+    ExecutionResult,
+    ExecutionStatus,
+    ManagedInputStatus,
+    OperationResult,
+)
 from tests.storage.conftest import ACCEPT, ManualClock, make_lease, make_round, new_execution
 
 ROUNDS = "m3_managed_input_rounds"
@@ -133,3 +140,36 @@ def test_a_retry_and_refusals_read_the_round_and_explain(
     assert expired.value.conflict_kind is ConflictKind.STALE_LEASE
     assert "expired" in str(expired.value)
     assert store.get_round(pending.round_id) == retried
+
+
+def test_an_executions_hot_path_runs_straight_on_sqlite(
+    database: str, execution_store: SqlExecutionStore, clock: ManualClock
+) -> None:
+    """Create, claim, read the state of and finish an execution: on SQLite every
+    statement runs on the driver, none through SQLAlchemy's execution path (which
+    costs several times the statement)."""
+    if database.startswith("postgresql"):
+        pytest.skip("SQLite runs these on the driver; PostgreSQL through SQLAlchemy")
+    through_sqlalchemy: list[str] = []
+
+    def record_statement(*args: object) -> None:
+        through_sqlalchemy.append(str(args[2]))
+
+    engine = execution_store.managed_input_store.engine
+    sa.event.listen(engine, "before_cursor_execute", record_statement)
+    created = execution_store.create_execution({"prompt": "p"}, human_input="managed").state
+    claimed = execution_store.claim_next(owner_id="w", lease_duration=timedelta(minutes=5))
+    assert claimed is not None and claimed.execution_id == created.execution_id
+    assert execution_store.get_state(created.execution_id).lifecycle is ExecutionStatus.RUNNING
+    finished = execution_store.finish(
+        created.execution_id,
+        claimed.lease,
+        ExecutionResult(
+            execution_id=created.execution_id,
+            outcome=ExecutionOutcome.SUCCEEDED,
+            finished_at=clock(),
+        ),
+    )
+    assert finished.lifecycle is ExecutionStatus.FINISHED
+    assert finished == execution_store.get_state(created.execution_id)
+    assert through_sqlalchemy == []
