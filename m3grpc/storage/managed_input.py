@@ -374,7 +374,7 @@ class SqlManagedInputStore:
         if after is not None:
             params["after_created_at"], params["after_round_id"] = after
         with read_transaction(self._engine) as conn:
-            return [self._record(row) for row in conn.execute(query, params)]
+            return [self._record(row) for row in query.all(conn, params)]
 
     def redacted_responses(self, round_id: str) -> RedactedResponses:
         return redact_responses(self.get_round(round_id))
@@ -733,7 +733,7 @@ def _list_query(
     statuses: tuple[str, ...] | None,
     after: bool,
     limited: bool,
-) -> sa.Select[Any]:
+) -> statements.Prepared:
     """list_rounds' statement for one combination of filters, built once (see
     m3grpc.storage.statements), with bind parameters for the filters' values."""
     query = sa.select(rounds).order_by(rounds.c.created_at, rounds.c.round_id)
@@ -748,7 +748,10 @@ def _list_query(
     if by_execution:
         query = query.where(rounds.c.execution_id == sa.bindparam("execution_id"))
     if statuses is not None:
-        query = query.where(rounds.c.status.in_(statuses))
+        # Listed as elements, not one expanding parameter: a `Prepared` statement.
+        query = query.where(
+            rounds.c.status.in_([sa.literal(s) for s in statuses]) if statuses else sa.false()
+        )
     if after:
         created_at = sa.bindparam("after_created_at", type_=rounds.c.created_at.type)
         round_id = sa.bindparam("after_round_id", type_=rounds.c.round_id.type)
@@ -760,7 +763,7 @@ def _list_query(
         )
     if limited:
         query = query.limit(sa.bindparam("limit", type_=sa.Integer))
-    return query
+    return statements.Prepared(query)
 
 
 def redact_responses(record: ManagedInputRecord) -> RedactedResponses:

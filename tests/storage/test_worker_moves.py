@@ -145,7 +145,7 @@ def test_a_retry_and_refusals_read_the_round_and_explain(
 def test_an_executions_hot_path_runs_straight_on_sqlite(
     database: str, execution_store: SqlExecutionStore, clock: ManualClock
 ) -> None:
-    """Create, claim, read the state of and finish an execution: on SQLite every
+    """Create, claim, read the state and the rounds of, and finish an execution: on SQLite every
     statement runs on the driver, none through SQLAlchemy's execution path (which
     costs several times the statement)."""
     if database.startswith("postgresql"):
@@ -161,6 +161,11 @@ def test_an_executions_hot_path_runs_straight_on_sqlite(
     claimed = execution_store.claim_next(owner_id="w", lease_duration=timedelta(minutes=5))
     assert claimed is not None and claimed.execution_id == created.execution_id
     assert execution_store.get_state(created.execution_id).lifecycle is ExecutionStatus.RUNNING
+    rounds = execution_store.managed_input_store
+    assert (
+        rounds.list_rounds(execution_id=created.execution_id, statuses=[ManagedInputStatus.PENDING])
+        == []
+    )
     finished = execution_store.finish(
         created.execution_id,
         claimed.lease,
