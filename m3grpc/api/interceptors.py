@@ -40,21 +40,38 @@ def wrap_handler(handler: Any, around: Around, *, stream_stream: bool = True) ->
     """`handler` with its unary-unary, unary-stream and (unless `stream_stream`
     is False) stream-stream behaviour run inside `around(context)`; any other
     handler (stream-unary: none are served) is returned as it is."""
+    return rebuild_handler(
+        handler,
+        lambda behaviour: _unary(behaviour, around),
+        lambda behaviour: _streaming(behaviour, around),
+        stream_stream=stream_stream,
+    )
+
+
+Wrapper = Callable[[Callable[..., Any]], Callable[..., Any]]
+
+
+def rebuild_handler(
+    handler: Any, unary: Wrapper, streaming: Wrapper, *, stream_stream: bool = True
+) -> Any:
+    """`handler` with its unary-unary behaviour replaced by `unary(behaviour)`, its
+    unary-stream (and unless `stream_stream` is False, stream-stream) behaviour by
+    `streaming(behaviour)`; any other handler is returned as it is."""
     if handler.unary_unary is not None:
         return grpc.unary_unary_rpc_method_handler(
-            _unary(handler.unary_unary, around),
+            unary(handler.unary_unary),
             request_deserializer=handler.request_deserializer,
             response_serializer=handler.response_serializer,
         )
     if handler.unary_stream is not None:
         return grpc.unary_stream_rpc_method_handler(
-            _streaming(handler.unary_stream, around),
+            streaming(handler.unary_stream),
             request_deserializer=handler.request_deserializer,
             response_serializer=handler.response_serializer,
         )
     if stream_stream and handler.stream_stream is not None:
         return grpc.stream_stream_rpc_method_handler(
-            _streaming(handler.stream_stream, around),
+            streaming(handler.stream_stream),
             request_deserializer=handler.request_deserializer,
             response_serializer=handler.response_serializer,
         )

@@ -374,21 +374,16 @@ class Runtime:
             # Checked before anything is read or stored; nothing echoes the input.
             raise ManagedInputValidationError("invalid response", field_violations=violations)
         with tracing.span("m3.round.respond", attributes={"m3.round_id": round_id}) as span:
+            # The waiting worker of this process is woken by the thread that stored
+            # the answer, once it is durable (see _submit_responses).
             submission = await offload(
                 _submit_responses,
                 self.store,
+                self.notifier,
                 round_id,
                 responses,
                 idempotency_key=idempotency_key,
                 execution_id=execution_id,
-            )
-            # The waiting worker of this process takes the answer from the wake-up
-            # instead of reading the round back.
-            self.notifier.notify(
-                round_id,
-                submission.record
-                if submission.status is ManagedInputStatus.RESPONSE_VALIDATED
-                else None,
             )
             answered = str(submission.row.get("execution_id", ""))
             span.set_attribute("m3.execution_id", answered)
@@ -522,17 +517,21 @@ def _execution_id(value: Any) -> str:
 
 def _submit_responses(
     store: SqlExecutionStore,
+    notifier: Notifier,
     round_id: str,
     responses: Mapping[str, ElicitationResponse],
     *,
     idempotency_key: str,
     execution_id: str | None,
 ) -> ResponseSubmission:
-    """Store the responses; an answered round's record is built here, off the loop,
-    for the worker's wake-up."""
+    """Store the responses, then wake the worker waiting on the round, from this
+    thread: its wake-up is queued on the loop before the caller's return, so the
+    worker starts the delivery before the caller's reply is sent (and is woken even
+    if the caller is cancelled while the write commits). An answered round's record
+    is built here, off the loop, and handed to the worker: no read back."""
     submission = store.managed_input_store.submit_responses_detailed(
         round_id, responses, idempotency_key=idempotency_key, execution_id=execution_id
     )
-    if submission.status is ManagedInputStatus.RESPONSE_VALIDATED:
-        submission.record  # noqa: B018 (a cached property: built now, on this thread)
+    answered = submission.status is ManagedInputStatus.RESPONSE_VALIDATED
+    notifier.notify(round_id, submission.record if answered else None)
     return submission

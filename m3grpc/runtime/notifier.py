@@ -149,17 +149,40 @@ class Notifier:
                 future.set_result(value)
 
 
+# What a wake-up that timed out holds (see `wait_for`): not a committed value.
+_TIMED_OUT = object()
+
+
 def woken_with(future: asyncio.Future[object]) -> object:
     """The value a fired wake-up carried (None if it carried none or has not fired)."""
     if future.done() and not future.cancelled():
-        return future.result()
+        value = future.result()
+        return None if value is _TIMED_OUT else value
     return None
 
 
 async def wait_for(future: asyncio.Future[object], timeout: float | None) -> bool:
-    """Wait for a registered future; True if it fired, False on timeout."""
+    """Wait for a registered future (the caller's own: `register` gives each waiter
+    one); True if it fired, False on timeout.
+
+    The future is awaited directly, a timer ending the wait by resolving it: the
+    waiter resumes in the loop iteration after the wake-up (asyncio.wait_for around
+    a shield took three more, in which a Respond's reply went out before the worker
+    it woke could start the delivery). A waiter cancelled here cancels its future,
+    which nothing else awaits."""
+    if future.done():
+        return not future.cancelled() and future.result() is not _TIMED_OUT
+    timer = None
+    if timeout is not None:
+        timer = asyncio.get_running_loop().call_later(timeout, _time_out, future)
     try:
-        await asyncio.wait_for(asyncio.shield(future), timeout)
-    except TimeoutError:
-        return False
-    return True
+        value = await future
+    finally:
+        if timer is not None:
+            timer.cancel()
+    return value is not _TIMED_OUT
+
+
+def _time_out(future: asyncio.Future[object]) -> None:
+    if not future.done():
+        future.set_result(_TIMED_OUT)

@@ -136,3 +136,93 @@ def test_in_process_respond_and_pause_are_not_read_back(tmp_path: Path) -> None:
     # The poll interval is far above the test's length: no poll finds the answer.
     with http_mcp_server("shipping", "mrtr") as url:
         asyncio.run(asyncio.wait_for(scenario(url), 120))
+
+
+def test_the_worker_gets_the_answer_of_a_respond_cancelled_while_it_commits(
+    tmp_path: Path,
+) -> None:
+    """The thread that stored an answer wakes the worker waiting on its round: a
+    Respond whose caller goes away while the write commits still hands the answer
+    over (no read back), instead of leaving the worker to a poll 30 s later."""
+
+    async def scenario(url: str) -> None:
+        store = SQLiteExecutionStore(tmp_path / "m3.sqlite")
+        rounds = store.managed_input_store
+        loop = asyncio.get_running_loop()
+        committed, release = asyncio.Event(), threading.Event()
+        reads: list[str] = []
+        submit = rounds.submit_responses_detailed
+        get_round = rounds.get_round
+
+        def held_after_commit(*args: Any, **kwargs: Any) -> Any:
+            submission = submit(*args, **kwargs)  # durable once this returns
+            loop.call_soon_threadsafe(committed.set)
+            release.wait(30)
+            return submission
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            reads.append("get_round")
+            return get_round(*args, **kwargs)
+
+        try:
+            async with AsyncMCPTestKit(store=store, env={}, poll_interval=30.0) as kit:
+                agent = kit.agents([{"harness": "scripted", "models": []}])[0]
+                binding = HttpServer(name="shipping", url=url, protocol="2026-07-28")
+                handle = await agent.submit(
+                    "Book the shipment.",
+                    server=binding,
+                    tools=["shipping:book_shipment"],
+                    human_input="managed",
+                )
+                pending = await handle.wait_for_pending(timeout=60)
+                assert pending is not None
+                rounds.submit_responses_detailed = held_after_commit  # type: ignore[method-assign]
+                rounds.get_round = counted  # type: ignore[method-assign]
+                caller = asyncio.create_task(
+                    handle.respond_elicitation(
+                        pending.round_id, {"shipping_address": ADDRESS}, idempotency_key="a"
+                    )
+                )
+                await committed.wait()
+                caller.cancel()  # the caller goes away; its write has committed
+                with pytest.raises(asyncio.CancelledError):
+                    await caller
+                release.set()
+                # Bounded far below the 30 s poll: only the hand-over can wake it.
+                result = await handle.result(timeout=20)
+                assert result.outcome is ExecutionOutcome.SUCCEEDED
+                assert "Pune" in text_of(result.operations[0].result)
+                assert reads == []
+        finally:
+            release.set()
+            store.close()
+
+    with http_mcp_server("shipping", "mrtr") as url:
+        asyncio.run(asyncio.wait_for(scenario(url), 120))
+
+
+def test_a_wait_that_times_out_carries_no_value() -> None:
+    async def scenario() -> None:
+        notifier = Notifier(asyncio.get_running_loop())
+        wake = notifier.register("k")
+        assert not await wait_for(wake, 0.01)
+        assert woken_with(wake) is None
+        assert not await wait_for(wake, 5)  # still timed out, at once
+        notifier.notify("k", {"late": True})  # a wake-up after the timeout changes nothing
+        await asyncio.sleep(0)
+        assert woken_with(wake) is None
+        notifier.unregister("k", wake)
+        # A waiter cancelled while it waits leaves nothing behind for later wake-ups.
+        cancelled = notifier.register("k")
+        waiter = asyncio.create_task(wait_for(cancelled, None))
+        await asyncio.sleep(0)
+        waiter.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiter
+        notifier.unregister("k", cancelled)
+        notifier.notify("k", 1)
+        fresh = notifier.register("k")
+        notifier.notify("k", 2)
+        assert await wait_for(fresh, 5) and woken_with(fresh) == 2
+
+    asyncio.run(scenario())
