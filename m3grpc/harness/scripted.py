@@ -153,7 +153,7 @@ from m3grpc.harness.base import (
     OperationStep,
     operation_id,
 )
-from m3grpc.harness.contained_http import contained_http_transport
+from m3grpc.harness.contained_http import PostDispatcher
 from m3grpc.harness.diagnostics import StderrTail, connect_failure, connection_lost
 from m3grpc.harness.http_clients import HttpClients, binding_key
 from m3grpc.harness.mcp_convert import domain_request, dump_result, elicit_results
@@ -1129,11 +1129,12 @@ class _SharedOpener:
         await stack.enter_async_context(http)
         prior = self._http.discovered(server.url, server.headers)
         client = _task_client(
-            contained_http_transport(server.url, http),
+            server.url,
             MRTR_PROTOCOL if prior is not None else "auto",
             prior,
             _ROUTED,
             self._client_info,
+            dispatcher=PostDispatcher(server.url, http),
         )
         entered = await stack.enter_async_context(client)
         return _adopted(entered, server, prior, self._http)
@@ -1182,13 +1183,16 @@ _ROUTED = _Routed()
 
 
 def _task_client(
-    target: StdioServerParameters | Transport,
+    target: StdioServerParameters | Transport | str,
     mode: str,
     prior: DiscoverResult | None,
     handlers: _Run | _Routed,
     client_info: Implementation,
+    *,
+    dispatcher: PostDispatcher | None = None,
 ) -> TaskClient:
-    """The SDK client of one session (not entered yet), answering the server with `handlers`."""
+    """The SDK client of one session (not entered yet), answering the server with
+    `handlers`; on `dispatcher` if given (`target` is then only the server's URL)."""
     return TaskClient(
         target,
         mode=mode,
@@ -1203,6 +1207,7 @@ def _task_client(
         # Declares client tasks (2025-11-25): a task-augmented elicitation
         # is answered as a round while the server polls the task.
         client_tasks=ClientTasks(handlers._on_task_elicit),
+        dispatcher=dispatcher,
     )
 
 
