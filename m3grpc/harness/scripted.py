@@ -182,6 +182,9 @@ CLIENT_INFO = Implementation(name="m3-scripted-harness", version="0.1.0")
 _STATE_ONLY_RETRY_LIMIT = 64
 _STATE_ONLY_BACKOFF_SECONDS = (0.05, 0.25)
 _TOOL_LIST_PAGE_LIMIT = 100
+# Up to this many selection entries and script steps, an execution's plan is made on
+# the event loop (a few microseconds) rather than in a worker thread.
+_INLINE_PLAN_ENTRIES = 64
 # Polling a task: the server's `pollInterval`, kept within these bounds (seconds).
 _TASK_POLL_SECONDS = (0.05, 30.0)
 _TASK_POLL_DEFAULT_SECONDS = 1.0
@@ -341,9 +344,12 @@ class _Run:
             current_user.reset(token)
 
     async def _execute(self) -> list[OperationResult]:
-        # Off the event loop, and a set for the per-step check: the selection and
-        # the script may be long.
-        selected_set, plan = await anyio.to_thread.run_sync(self._plan)
+        # A set for the per-step check; off the event loop when the selection or
+        # the script is long (a short one costs less than the thread hand-off).
+        if len(self._task.tools) + len(self._task.script or ()) <= _INLINE_PLAN_ENTRIES:
+            selected_set, plan = self._plan()
+        else:
+            selected_set, plan = await anyio.to_thread.run_sync(self._plan)
         results: list[OperationResult] = []
         error: BaseException | None = None
         resume = self._task.resume
