@@ -64,8 +64,9 @@ operation's `OperationResult` records them and the script goes on, except:
 
 The MCP connection (and any stdio subprocess) is closed when `run` returns or
 raises, cancellation included, except for a binding pinned to 2026-07-28 over
-HTTP: its executions share one session per (URL, headers) in an event loop
-(`m3grpc.harness.shared_sessions`), and `run` only sends its own requests on it.
+HTTP, or an "auto" one whose server answered `server/discover` offering 2026-07-28
+(remembered per process): its executions share one session per (URL, headers) in an
+event loop (`m3grpc.harness.shared_sessions`), and `run` only sends its own requests on it.
 Cancelling the run cancels those requests; what the server sends with one of them
 reaches this run's callbacks; a request's HTTP failure fails that operation
 `connection_closed`; the session closes a few seconds after its last execution
@@ -512,14 +513,20 @@ class _Run:
 
     async def _connect(self, stack: AsyncExitStack) -> Client:
         server = self._task.server
-        if isinstance(server, HttpServer) and server.protocol == MRTR_PROTOCOL:
-            # Pinned to 2026-07-28 over HTTP: the server keeps no session state, so
-            # the binding's executions share one session (see shared_sessions).
+        if isinstance(server, HttpServer) and self._speaks_mrtr(server):
+            # 2026-07-28 over HTTP: the server keeps no session state, so the
+            # binding's executions share one session (see shared_sessions).
             opener = _SharedOpener(server, self._http, self._client_info)
-            lease = await self._shared.acquire(binding_key(server.url, server.headers), opener)
-            stack.callback(lease.release)
-            self._lease = lease
-            return lease.client
+            try:
+                lease = await self._shared.acquire(binding_key(server.url, server.headers), opener)
+            except _ProtocolMismatch:
+                if server.protocol == MRTR_PROTOCOL:
+                    raise
+                # "auto", and the server no longer offers 2026-07-28: a session of its own.
+            else:
+                stack.callback(lease.release)
+                self._lease = lease
+                return lease.client
         target: StdioServerParameters | Transport
         if isinstance(server, StdioServer):
             parameters = StdioServerParameters(
@@ -550,6 +557,17 @@ class _Run:
             if self._stderr is not None:
                 self._stderr.release_writer()  # the spawn is over; the server holds its copy
         return _adopted(entered, server, prior, self._http)
+
+    def _speaks_mrtr(self, server: HttpServer) -> bool:
+        """Whether the binding's executions speak 2026-07-28: pinned to it, or "auto"
+        with a server whose remembered `server/discover` answer offers it (the
+        negotiation would pick it: it is the newest protocol M3 speaks)."""
+        if server.protocol == MRTR_PROTOCOL:
+            return True
+        if server.protocol != "auto":
+            return False
+        known = self._http.discovered(server.url, server.headers)
+        return known is not None and MRTR_PROTOCOL in known.supported_versions
 
     def _known_discover(self) -> DiscoverResult | None:
         server = self._task.server
@@ -1143,6 +1161,9 @@ class _SharedOpener:
             dispatcher=PostDispatcher(server.url, http),
         )
         entered = await stack.enter_async_context(client)
+        if entered.protocol_version != MRTR_PROTOCOL:
+            # Only a stateless session can be shared (also for an "auto" binding).
+            raise _ProtocolMismatch(_offered(entered))
         return _adopted(entered, server, prior, self._http)
 
 

@@ -272,3 +272,30 @@ async def test_a_request_is_one_post_sent_by_its_callers_task(
         assert result.ok and text_of(result) == "booked shipment to 7 Main Street, City 7"
         await harness.aclose()
     assert other_tasks() == set()
+
+
+async def test_an_auto_binding_shares_once_the_server_offered_2026_07_28() -> None:
+    """An "auto" binding's first execution negotiates on a session of its own (its
+    server answers `server/discover` with 2026-07-28); later ones share one session."""
+    harness = ScriptedHarness()
+    with http_mcp_server("shipping", "mrtr") as url:
+        server = HttpServer(name="shipping", url=url, protocol="auto")
+        results: list[OperationResult] = []
+        shared: list[int] = []
+        for n in range(3):
+
+            async def answer(round: InputRound, n: int = n) -> Mapping[str, ElicitationResponse]:
+                response = ElicitationResponse(action="accept", content=address(n))
+                return dict.fromkeys(round.requests, response)
+
+            step = OperationStep("tool", "book_shipment")
+            [result] = await asyncio.wait_for(harness.run(task(server, f"e-{n}", step), answer), 60)
+            results.append(result)
+            shared.append(sessions_open(harness))
+        await harness.aclose()
+
+    assert shared == [0, 1, 1]
+    for n, result in enumerate(results):
+        assert result.ok, result
+        assert text_of(result) == f"booked shipment to {n} Main Street, City {n}"
+    assert other_tasks() == set()
