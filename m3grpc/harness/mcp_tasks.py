@@ -34,7 +34,7 @@ from jsonschema.exceptions import SchemaError
 from jsonschema.validators import validator_for
 from mcp import Client, MCPError
 from mcp.client.session import ClientRequestContext, ClientSession
-from mcp.shared.dispatcher import DispatchContext
+from mcp.shared.dispatcher import DispatchContext, Dispatcher
 from mcp.shared.transport_context import TransportContext
 from mcp_types import (
     INVALID_PARAMS,
@@ -266,12 +266,16 @@ def _compiled_output_schema(schema_json: str) -> Any:
 
 @dataclass(kw_only=True)
 class TaskClient(Client):
-    """An SDK `Client` whose session is a `TaskAwareSession`."""
+    """An SDK `Client` whose session is a `TaskAwareSession`; on `dispatcher` if one
+    is given (instead of one over the transport `server` names)."""
 
     client_tasks: ClientTasks | None = None
+    dispatcher: Dispatcher[Any] | None = None
 
     async def _build_session(self, exit_stack: AsyncExitStack) -> ClientSession:
-        dispatcher = await self._connect(exit_stack, self.mode, self.raise_exceptions)
+        dispatcher = self.dispatcher
+        if dispatcher is None:
+            dispatcher = await self._connect(exit_stack, self.mode, self.raise_exceptions)
         return TaskAwareSession(
             dispatcher=dispatcher,
             read_timeout_seconds=self.read_timeout_seconds,

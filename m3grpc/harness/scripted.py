@@ -64,8 +64,9 @@ operation's `OperationResult` records them and the script goes on, except:
 
 The MCP connection (and any stdio subprocess) is closed when `run` returns or
 raises, cancellation included, except for a binding pinned to 2026-07-28 over
-HTTP: its executions share one session per (URL, headers) in an event loop
-(`m3grpc.harness.shared_sessions`), and `run` only sends its own requests on it.
+HTTP, or an "auto" one whose server answered `server/discover` offering 2026-07-28
+(remembered per process): its executions share one session per (URL, headers) in an
+event loop (`m3grpc.harness.shared_sessions`), and `run` only sends its own requests on it.
 Cancelling the run cancels those requests; what the server sends with one of them
 reaches this run's callbacks; a request's HTTP failure fails that operation
 `connection_closed`; the session closes a few seconds after its last execution
@@ -153,7 +154,7 @@ from m3grpc.harness.base import (
     OperationStep,
     operation_id,
 )
-from m3grpc.harness.contained_http import contained_http_transport
+from m3grpc.harness.contained_http import PostDispatcher
 from m3grpc.harness.diagnostics import StderrTail, connect_failure, connection_lost
 from m3grpc.harness.http_clients import HttpClients, binding_key
 from m3grpc.harness.mcp_convert import domain_request, dump_result, elicit_results
@@ -182,6 +183,9 @@ CLIENT_INFO = Implementation(name="m3-scripted-harness", version="0.1.0")
 _STATE_ONLY_RETRY_LIMIT = 64
 _STATE_ONLY_BACKOFF_SECONDS = (0.05, 0.25)
 _TOOL_LIST_PAGE_LIMIT = 100
+# Up to this many selection entries and script steps, an execution's plan is made on
+# the event loop (a few microseconds) rather than in a worker thread.
+_INLINE_PLAN_ENTRIES = 64
 # Polling a task: the server's `pollInterval`, kept within these bounds (seconds).
 _TASK_POLL_SECONDS = (0.05, 30.0)
 _TASK_POLL_DEFAULT_SECONDS = 1.0
@@ -341,9 +345,12 @@ class _Run:
             current_user.reset(token)
 
     async def _execute(self) -> list[OperationResult]:
-        # Off the event loop, and a set for the per-step check: the selection and
-        # the script may be long.
-        selected_set, plan = await anyio.to_thread.run_sync(self._plan)
+        # A set for the per-step check; off the event loop when the selection or
+        # the script is long (a short one costs less than the thread hand-off).
+        if len(self._task.tools) + len(self._task.script or ()) <= _INLINE_PLAN_ENTRIES:
+            selected_set, plan = self._plan()
+        else:
+            selected_set, plan = await anyio.to_thread.run_sync(self._plan)
         results: list[OperationResult] = []
         error: BaseException | None = None
         resume = self._task.resume
@@ -506,14 +513,20 @@ class _Run:
 
     async def _connect(self, stack: AsyncExitStack) -> Client:
         server = self._task.server
-        if isinstance(server, HttpServer) and server.protocol == MRTR_PROTOCOL:
-            # Pinned to 2026-07-28 over HTTP: the server keeps no session state, so
-            # the binding's executions share one session (see shared_sessions).
+        if isinstance(server, HttpServer) and self._speaks_mrtr(server):
+            # 2026-07-28 over HTTP: the server keeps no session state, so the
+            # binding's executions share one session (see shared_sessions).
             opener = _SharedOpener(server, self._http, self._client_info)
-            lease = await self._shared.acquire(binding_key(server.url, server.headers), opener)
-            stack.callback(lease.release)
-            self._lease = lease
-            return lease.client
+            try:
+                lease = await self._shared.acquire(binding_key(server.url, server.headers), opener)
+            except _ProtocolMismatch:
+                if server.protocol == MRTR_PROTOCOL:
+                    raise
+                # "auto", and the server no longer offers 2026-07-28: a session of its own.
+            else:
+                stack.callback(lease.release)
+                self._lease = lease
+                return lease.client
         target: StdioServerParameters | Transport
         if isinstance(server, StdioServer):
             parameters = StdioServerParameters(
@@ -544,6 +557,17 @@ class _Run:
             if self._stderr is not None:
                 self._stderr.release_writer()  # the spawn is over; the server holds its copy
         return _adopted(entered, server, prior, self._http)
+
+    def _speaks_mrtr(self, server: HttpServer) -> bool:
+        """Whether the binding's executions speak 2026-07-28: pinned to it, or "auto"
+        with a server whose remembered `server/discover` answer offers it (the
+        negotiation would pick it: it is the newest protocol M3 speaks)."""
+        if server.protocol == MRTR_PROTOCOL:
+            return True
+        if server.protocol != "auto":
+            return False
+        known = self._http.discovered(server.url, server.headers)
+        return known is not None and MRTR_PROTOCOL in known.supported_versions
 
     def _known_discover(self) -> DiscoverResult | None:
         server = self._task.server
@@ -1129,13 +1153,17 @@ class _SharedOpener:
         await stack.enter_async_context(http)
         prior = self._http.discovered(server.url, server.headers)
         client = _task_client(
-            contained_http_transport(server.url, http),
+            server.url,
             MRTR_PROTOCOL if prior is not None else "auto",
             prior,
             _ROUTED,
             self._client_info,
+            dispatcher=PostDispatcher(server.url, http),
         )
         entered = await stack.enter_async_context(client)
+        if entered.protocol_version != MRTR_PROTOCOL:
+            # Only a stateless session can be shared (also for an "auto" binding).
+            raise _ProtocolMismatch(_offered(entered))
         return _adopted(entered, server, prior, self._http)
 
 
@@ -1182,13 +1210,16 @@ _ROUTED = _Routed()
 
 
 def _task_client(
-    target: StdioServerParameters | Transport,
+    target: StdioServerParameters | Transport | str,
     mode: str,
     prior: DiscoverResult | None,
     handlers: _Run | _Routed,
     client_info: Implementation,
+    *,
+    dispatcher: PostDispatcher | None = None,
 ) -> TaskClient:
-    """The SDK client of one session (not entered yet), answering the server with `handlers`."""
+    """The SDK client of one session (not entered yet), answering the server with
+    `handlers`; on `dispatcher` if given (`target` is then only the server's URL)."""
     return TaskClient(
         target,
         mode=mode,
@@ -1203,6 +1234,7 @@ def _task_client(
         # Declares client tasks (2025-11-25): a task-augmented elicitation
         # is answered as a round while the server polls the task.
         client_tasks=ClientTasks(handlers._on_task_elicit),
+        dispatcher=dispatcher,
     )
 
 

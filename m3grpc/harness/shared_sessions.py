@@ -7,13 +7,13 @@ HTTP client and a new TCP connection each time. Here the executions of a binding
 (same URL and headers) in one event loop send their requests on one session instead.
 
 What stays each execution's own:
-- its requests: cancelling an execution cancels its awaits, and the SDK aborts exactly
-  those requests' POSTs (2026-07-28 cancellation);
+- its requests: each is one POST that the execution's own task sends and reads
+  (`contained_http.PostDispatcher`), so cancelling an execution aborts exactly its
+  POSTs (2026-07-28 cancellation);
 - what the server sends while one of its requests runs (an `elicitation/create`,
-  `roots/list`, `notifications/elicitation/complete`): the SDK hands each message to
-  its handler in the context of the request's sender, so the session's callbacks
-  find the execution in a context variable (`current_user`);
-- one request's HTTP failure fails that request only (`contained_http`).
+  `roots/list`, `notifications/elicitation/complete`): handled in the sending task,
+  so the session's callbacks find the execution in a context variable (`current_user`);
+- one request's HTTP failure fails that request only.
 
 A session is opened by the first execution that needs it, in a task of its own (so no
 execution's cancel scope or trace context is the session's), and closed once no

@@ -239,3 +239,63 @@ async def test_the_runtimes_close_leaves_no_task_behind(tmp_path: Path) -> None:
             assert other_tasks() == set()
     finally:
         store.close()
+
+
+async def test_a_request_is_one_post_sent_by_its_callers_task(
+    tmp_path: Path, crash_target: tuple[list[str], int]
+) -> None:
+    """While a retry is held by the server, the execution's own task is the one
+    waiting on its POST: the shared session runs no task per request (and no writer
+    loop), only the ones that own it."""
+    command, port = crash_target
+    harness = ScriptedHarness()
+    with serve_http(command, port) as url:
+        server = binding(url, "crash_target")
+        marker = tmp_path / "delivered"
+        step = OperationStep("tool", "book_resumable", {"marker": str(marker), "hold": 3.0})
+
+        async def answer(round: InputRound) -> Mapping[str, ElicitationResponse]:
+            return {"shipping_address": ElicitationResponse(action="accept", content=address(7))}
+
+        run = asyncio.create_task(harness.run(task(server, "exec-held", step), answer))
+        while not marker.exists():  # the retry reached the server, which holds it
+            assert not run.done(), run.result()
+            await asyncio.sleep(0.02)
+        # The session's own two: its owner and its dispatcher's (idle) run; with the
+        # SDK's transport there were also its writer loop and a task for the POST.
+        names = sorted(t.get_name() for t in other_tasks() if t is not run)
+        assert names == [
+            "m3-shared-mcp-session",
+            "m3grpc.harness.contained_http.PostDispatcher.run",
+        ], names
+        [result] = await asyncio.wait_for(run, 60)
+        assert result.ok and text_of(result) == "booked shipment to 7 Main Street, City 7"
+        await harness.aclose()
+    assert other_tasks() == set()
+
+
+async def test_an_auto_binding_shares_once_the_server_offered_2026_07_28() -> None:
+    """An "auto" binding's first execution negotiates on a session of its own (its
+    server answers `server/discover` with 2026-07-28); later ones share one session."""
+    harness = ScriptedHarness()
+    with http_mcp_server("shipping", "mrtr") as url:
+        server = HttpServer(name="shipping", url=url, protocol="auto")
+        results: list[OperationResult] = []
+        shared: list[int] = []
+        for n in range(3):
+
+            async def answer(round: InputRound, n: int = n) -> Mapping[str, ElicitationResponse]:
+                response = ElicitationResponse(action="accept", content=address(n))
+                return dict.fromkeys(round.requests, response)
+
+            step = OperationStep("tool", "book_shipment")
+            [result] = await asyncio.wait_for(harness.run(task(server, f"e-{n}", step), answer), 60)
+            results.append(result)
+            shared.append(sessions_open(harness))
+        await harness.aclose()
+
+    assert shared == [0, 1, 1]
+    for n, result in enumerate(results):
+        assert result.ok, result
+        assert text_of(result) == f"booked shipment to {n} Main Street, City {n}"
+    assert other_tasks() == set()
