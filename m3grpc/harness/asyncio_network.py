@@ -10,6 +10,12 @@ about a sixth of the service's CPU on the legacy generation. This backend does
 the same on asyncio's own streams: a timeout only where one is set (reads have
 none, see `http_clients`), errors mapped to httpcore2's as its backends do.
 
+A POST answered with an event stream gives its connection back for the next
+request: the SDK stops reading such a stream at the answer it waited for and
+closes it, and a response closed before its end costs its connection (a legacy
+session opened one per request, seven). The server ends that stream right after
+the answer, so closing reads what is left of it first (briefly, boundedly).
+
 Only for an asyncio event loop (M3's runtime runs on one); cancellation by the
 SDK's anyio cancel scopes works as for any asyncio await.
 """
@@ -20,15 +26,21 @@ import asyncio
 import ipaddress
 import socket
 import ssl
-from collections.abc import Coroutine, Iterable
+from collections.abc import AsyncIterator, Coroutine, Iterable
 from typing import Any
 
 import httpcore2
 import httpx2
 from httpcore2 import SOCKET_OPTION, AsyncNetworkBackend, AsyncNetworkStream
+from httpx2 import AsyncByteStream
 
 # RFC 8305's connection attempt delay, as anyio's connect_tcp uses.
 _HAPPY_EYEBALLS_DELAY = 0.25
+# What is read of a POST's event stream, when it is closed, to reuse its connection:
+# the server's end of the stream is due right after the answer; anything more
+# (a server that keeps the stream open) costs the connection, as it did before.
+_REST_SECONDS = 0.5
+_REST_BYTES = 64 * 1024
 
 
 class AsyncioStream(AsyncNetworkStream):
@@ -204,3 +216,39 @@ class AsyncioTransport(httpx2.AsyncHTTPTransport):
             keepalive_expiry=limits.keepalive_expiry,
             network_backend=AsyncioBackend(),
         )
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        response = await super().handle_async_request(request)
+        content_type = response.headers.get("content-type", "")
+        stream = response.stream
+        if (
+            request.method == "POST"
+            and content_type.lower().startswith("text/event-stream")
+            and isinstance(stream, AsyncByteStream)
+        ):
+            response.stream = _ReadToEnd(stream)
+        return response
+
+
+class _ReadToEnd(AsyncByteStream):
+    """A POST's event stream that, closed before its end, reads the rest first (bounded
+    by `_REST_SECONDS` and `_REST_BYTES`), so that its connection can be reused."""
+
+    def __init__(self, stream: httpx2.AsyncByteStream) -> None:
+        self._stream = stream
+
+    def __aiter__(self) -> AsyncIterator[bytes]:
+        return self._stream.__aiter__()
+
+    async def aclose(self) -> None:
+        try:
+            left = _REST_BYTES
+            async with asyncio.timeout(_REST_SECONDS):
+                async for part in self._stream:
+                    left -= len(part)
+                    if left < 0:
+                        break  # not ending: the connection is closed with the response
+        except Exception:  # TimeoutError, a transport error, a stream already failed
+            pass  # not ended in time, or the connection failed: it is not reused
+        finally:
+            await self._stream.aclose()

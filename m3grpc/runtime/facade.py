@@ -320,13 +320,22 @@ class Runtime:
             # Registered before reading, so no commit slips between read and wait.
             wakes = [self.notifier.register(key) for key in keys]
             try:
+                # While this process's worker runs the execution, only that worker
+                # stores its rounds, and its end wakes this wait: no polling (with
+                # many executions waiting it was a read per waiter per interval), and
+                # it is not finished (a finish not yet run down wakes this wait).
+                running = self._pool is not None and self._pool.runs(execution_id)
                 # A finished execution has no pending round (its open rounds failed).
-                if await self._finished(execution_id):
+                if not running and await self._finished(execution_id):
                     return None
                 record = await self._pending_round_of(execution_id)
                 if record is not None and record.pending.round_id != skip_round_id:
                     return record
-                wait = self.poll_interval(self.settings.poll_interval)
+                wait = (
+                    SAFETY_REREAD_SECONDS
+                    if running
+                    else self.poll_interval(self.settings.poll_interval)
+                )
                 if deadline is not None:
                     remaining = deadline - time.monotonic()
                     if remaining <= 0:

@@ -51,6 +51,8 @@ log = logging.getLogger(__name__)
 
 # The stop reason of an execution handed to another worker at a graceful shutdown.
 _RELEASED = "worker_released"
+# At most this many claims at once while more executions are queued (see _claim_loop).
+_CLAIM_BATCH = 8
 
 
 @dataclass(frozen=True)
@@ -226,37 +228,52 @@ class WorkerPool:
         failing = False
         while not self._stopping:
             self._wake.clear()
+            batch = 1  # the first claim finds out whether more are queued
             while True:
-                if self.active + self._resuming >= self._settings.concurrency:
+                free = self._settings.concurrency - (self.active + self._resuming)
+                if free <= 0:
                     self._queue_drained = False  # work may be waiting for this slot
                     break
                 wakes = self._wakes
-                try:
-                    claimed = await offload(
-                        self._store.claim_next,
-                        owner_id=self.owner_id,
-                        lease_duration=self._settings.lease_duration,
-                    )
-                except Exception:
+                # With more queued, several claims at once: on SQLite they share one
+                # commit (group commit), and a queue of many no longer waits for one
+                # claim's transaction and event-loop round trip after another.
+                outcomes = await asyncio.gather(
+                    *(
+                        offload(
+                            self._store.claim_next,
+                            owner_id=self.owner_id,
+                            lease_duration=self._settings.lease_duration,
+                        )
+                        for _ in range(min(batch, free))
+                    ),
+                    return_exceptions=True,
+                )
+                claims = [c for c in outcomes if isinstance(c, ClaimedExecution)]
+                for claimed in claims:  # those that succeeded run, whatever the others did
+                    self._start(claimed)
+                errors = [e for e in outcomes if isinstance(e, BaseException)]
+                cancelled = [e for e in errors if not isinstance(e, Exception)]
+                if cancelled:
+                    raise cancelled[0]
+                if errors:
                     # The database may be down for a while: keep trying, log once.
                     if not failing:
-                        log.exception("claiming work failed; retrying every poll interval")
+                        log.error(
+                            "claiming work failed; retrying every poll interval",
+                            exc_info=errors[0],
+                        )
                     failing = True
                     break
                 if failing:
                     log.warning("claiming work succeeds again")
                     failing = False
-                if claimed is None:
-                    # Unless work was announced while the claim ran (it loops again).
-                    self._queue_drained = wakes == self._wakes
-                    break
-                self._leases[claimed.execution_id] = LeaseHolder(claimed.lease)
-                self.lifecycle.execution_claimed(claimed.execution_id, self.owner_id)
-                task = asyncio.create_task(self._run(claimed), name=claimed.execution_id)
-                self._running[claimed.execution_id] = task
-                if not claimed.more_claimable and wakes == self._wakes:
-                    self._queue_drained = True  # the claim saw nothing else to take
-                    break
+                # Unless work was announced while the claims ran (it loops again).
+                if len(claims) < len(outcomes) or not all(c.more_claimable for c in claims):
+                    self._queue_drained = wakes == self._wakes  # nothing else to take
+                    if self._queue_drained:
+                        break
+                batch = min(batch * 2, _CLAIM_BATCH)  # all found more: take more at once
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(
                     self._wake.wait(), self._notifier.poll_interval(self._settings.poll_interval)
@@ -356,6 +373,12 @@ class WorkerPool:
         finally:
             self._resuming -= 1
             self._waiting.discard(execution_id)
+
+    def _start(self, claimed: ClaimedExecution) -> None:
+        self._leases[claimed.execution_id] = LeaseHolder(claimed.lease)
+        self.lifecycle.execution_claimed(claimed.execution_id, self.owner_id)
+        task = asyncio.create_task(self._run(claimed), name=claimed.execution_id)
+        self._running[claimed.execution_id] = task
 
     def _freed(self) -> None:
         self._slot_freed.set()

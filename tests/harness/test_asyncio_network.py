@@ -171,3 +171,73 @@ async def test_a_read_past_its_timeout_is_a_read_timeout() -> None:
     async with serving(Server(answer=False)) as url, client(httpx2.Timeout(10.0, read=0.2)) as http:
         with pytest.raises(httpx2.ReadTimeout):
             await http.get(url)
+
+
+class EventStreamServer:
+    """Answers every POST with an event stream: one event, then (unless `endless`) the
+    end of the stream a moment later, as an MCP server ends a request's stream after
+    its response."""
+
+    def __init__(self, *, endless: bool = False) -> None:
+        self.connections = 0
+        self.endless = endless
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        try:
+            while head := await reader.readuntil(b"\r\n\r\n"):
+                length = next(
+                    int(line.split(b":", 1)[1])
+                    for line in head.split(b"\r\n")
+                    if line.lower().startswith(b"content-length:")
+                )
+                await reader.readexactly(length)
+                event = b'data: {"jsonrpc":"2.0","id":1,"result":{}}\n\n'
+                writer.write(
+                    b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                    b"Transfer-Encoding: chunked\r\n\r\n"
+                    + f"{len(event):x}\r\n".encode()
+                    + event
+                    + b"\r\n"
+                )
+                await writer.drain()
+                await asyncio.sleep(3600 if self.endless else 0.02)
+                writer.write(b"0\r\n\r\n")
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+
+async def first_event_then_close(http: httpx2.AsyncClient, url: str) -> str:
+    """What the MCP SDK does with a request's event stream: read up to the response,
+    then close it."""
+    async with http.stream("POST", url, json={"jsonrpc": "2.0", "id": 1}) as response:
+        async for line in response.aiter_lines():
+            if line.startswith("data:"):
+                await response.aclose()
+                return line
+    raise AssertionError("no event")
+
+
+async def test_an_event_stream_closed_at_its_answer_leaves_its_connection_for_the_next() -> None:
+    server = EventStreamServer()
+    async with serving(server) as url, client() as http:
+        first = await first_event_then_close(http, url)
+        second = await first_event_then_close(http, url)
+    assert first == second == 'data: {"jsonrpc":"2.0","id":1,"result":{}}'
+    assert server.connections == 1
+
+
+async def test_an_event_stream_that_does_not_end_costs_its_connection_not_the_close() -> None:
+    server = EventStreamServer(endless=True)
+    async with serving(server) as url, client() as http:
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        await asyncio.wait_for(first_event_then_close(http, url), 30)
+        closed_within = loop.time() - started
+        await asyncio.wait_for(first_event_then_close(http, url), 30)
+    # The close read what it could for a bounded moment, then gave the connection up.
+    assert closed_within < 5
+    assert server.connections == 2

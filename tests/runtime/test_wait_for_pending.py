@@ -104,3 +104,53 @@ def test_wait_for_pending_sync_returns_the_round_and_times_out_when_none_comes(
             assert handle.wait_for_pending(timeout=5) is None
     finally:
         store.close()
+
+
+def test_waiting_on_an_execution_this_process_runs_does_not_poll(tmp_path: Path) -> None:
+    """This process's worker stores the execution's rounds and wakes the waiter itself:
+    a wait on an execution it runs reads the database once, however short the polling
+    interval (each waiter re-reading every interval cost a read per waiter per interval
+    with many executions in flight)."""
+
+    async def scenario() -> None:
+        store = SQLiteExecutionStore(tmp_path / "m3.sqlite")
+        try:
+            async with AsyncMCPTestKit(store=store, env={}, poll_interval=0.02) as kit:
+                agent = kit.agents([{"harness": "scripted", "models": []}])[0]
+                handle = await agent.submit(
+                    PROMPT,
+                    server=mcp_server("shipping"),
+                    tools=["shipping:book_shipment"],
+                    human_input="managed",
+                )
+                pending = await handle.wait_for_pending(timeout=60)
+                assert pending is not None
+                rounds = store.managed_input_store
+                reads: list[str] = []
+                list_rounds = rounds.list_rounds
+
+                def counted(*args: object, **kwargs: object) -> object:
+                    reads.append("list_rounds")
+                    return list_rounds(*args, **kwargs)  # type: ignore[arg-type]
+
+                rounds.list_rounds = counted  # type: ignore[method-assign]
+                try:
+                    with pytest.raises(TimeoutError):
+                        await kit.runtime.wait_for_pending(
+                            handle.execution_id, 0.5, skip_round_id=pending.round_id
+                        )
+                finally:
+                    del rounds.list_rounds
+                # A read at the start and a last look at the deadline; a wait that
+                # polled every interval read about 25 times.
+                assert len(reads) <= 2, reads
+                await handle.respond_elicitation(
+                    pending.round_id, {"shipping_address": ADDRESS}, idempotency_key="a"
+                )
+                assert (await handle.result(timeout=60)).outcome is ExecutionOutcome.SUCCEEDED
+                # Finished (no longer run here): the state is read, and there is no round.
+                assert await handle.wait_for_pending(timeout=5) is None
+        finally:
+            store.close()
+
+    asyncio.run(asyncio.wait_for(scenario(), 120))

@@ -1,0 +1,68 @@
+"""The worker pool claims a queue of executions several at a time (m3grpc/runtime/worker.py),
+against a real SQLite store and a real Streamable HTTP MCP server."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from pathlib import Path
+from typing import Any
+
+from m3grpc import AsyncMCPTestKit, HttpServer
+from m3grpc.storage import SQLiteExecutionStore
+from m3grpc.types import ExecutionOutcome
+from tests.support.mcp_processes import http_mcp_server
+
+QUEUED = 12
+
+
+def test_a_queue_of_executions_is_claimed_several_at_once(tmp_path: Path) -> None:
+    """With many executions queued, claims run at once (on SQLite they share a commit)
+    instead of one transaction after another; each execution is claimed once and runs."""
+
+    async def scenario(url: str) -> None:
+        store = SQLiteExecutionStore(tmp_path / "m3.sqlite")
+        claim_next = store.claim_next
+        all_queued = threading.Event()
+        lock = threading.Lock()
+        in_flight = 0
+        most = 0
+        claimed: list[str] = []
+
+        def counted(**kwargs: Any) -> Any:
+            nonlocal in_flight, most
+            # The first claim waits until the whole queue is there (a store thread).
+            assert all_queued.wait(60)
+            with lock:
+                in_flight += 1
+                most = max(most, in_flight)
+            try:
+                result = claim_next(**kwargs)
+            finally:
+                with lock:
+                    in_flight -= 1
+            if result is not None:
+                claimed.append(result.execution_id)
+            return result
+
+        store.claim_next = counted  # type: ignore[method-assign]
+        try:
+            async with AsyncMCPTestKit(store=store, env={}, concurrency=QUEUED + 4) as kit:
+                agent = kit.agents([{"harness": "scripted", "models": []}])[0]
+                binding = HttpServer(name="shipping", url=url, protocol="legacy")
+                handles = [
+                    await agent.submit("Quote.", server=binding, tools=["shipping:quote"])
+                    for _ in range(QUEUED)
+                ]
+                all_queued.set()
+                for handle in handles:
+                    result = await handle.result(timeout=60)
+                    assert result.outcome is ExecutionOutcome.SUCCEEDED
+        finally:
+            store.close()
+        assert sorted(claimed) == sorted(h.execution_id for h in handles)
+        # One claim after another never has two in flight.
+        assert most > 1
+
+    with http_mcp_server("shipping", "legacy") as url:
+        asyncio.run(asyncio.wait_for(scenario(url), 120))
