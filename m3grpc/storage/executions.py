@@ -90,13 +90,10 @@ _RENEW_CHUNK = 500
 _CREATED = EXECUTION_RULE["create_execution"].creates()
 # What claim_next may take: a queued execution, or a released one (waiting for
 # input with no worker, see m3grpc.storage.handover).
-# (States listed as elements, not one expanding parameter: `Prepared` runs these.)
 _CLAIMABLE = sa.or_(
-    executions.c.lifecycle.in_([sa.literal(s) for s in EXECUTION_RULE["claim_next"].open_states()]),
+    statements.one_of(executions.c.lifecycle, EXECUTION_RULE["claim_next"].open_states()),
     sa.and_(
-        executions.c.lifecycle.in_(
-            [sa.literal(s) for s in EXECUTION_RULE["claim_released"].open_states()]
-        ),
+        statements.one_of(executions.c.lifecycle, EXECUTION_RULE["claim_released"].open_states()),
         executions.c.worker_owner_id.is_(None),
     ),
 )

@@ -748,10 +748,7 @@ def _list_query(
     if by_execution:
         query = query.where(rounds.c.execution_id == sa.bindparam("execution_id"))
     if statuses is not None:
-        # Listed as elements, not one expanding parameter: a `Prepared` statement.
-        query = query.where(
-            rounds.c.status.in_([sa.literal(s) for s in statuses]) if statuses else sa.false()
-        )
+        query = query.where(statements.one_of(rounds.c.status, statuses))
     if after:
         created_at = sa.bindparam("after_created_at", type_=rounds.c.created_at.type)
         round_id = sa.bindparam("after_round_id", type_=rounds.c.round_id.type)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import functools
 import sqlite3
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 from weakref import ReferenceType, WeakKeyDictionary, ref
@@ -173,6 +173,14 @@ def _compile(statement: Statement, dialect: Dialect) -> _Compiled:
         if read is not None:
             readers.append((index, read))
     return _Compiled(compiled.string, tuple(binds), tuple(columns), tuple(readers))
+
+
+def one_of(column: sa.ColumnElement[Any], values: Iterable[str]) -> sa.ColumnElement[bool]:
+    """`column IN (values)` for a `Prepared` statement: the values listed as elements
+    (one bound parameter each), not as one expanding parameter, which `Prepared`
+    cannot run since it compiles the SQL once. No values: false."""
+    listed = [sa.literal(value) for value in values]
+    return column.in_(listed) if listed else sa.false()
 
 
 def _values(table: sa.Table, columns: tuple[str, ...], prefix: str = "") -> dict[str, Any]:
@@ -353,8 +361,7 @@ def update_execution(states: tuple[str, ...], columns: tuple[str, ...]) -> sa.Up
     return (
         executions.update()
         .where(executions.c.execution_id == sa.bindparam("b_execution_id"))
-        # Listed as elements, not one expanding parameter: `Prepared` runs it too.
-        .where(executions.c.lifecycle.in_([sa.literal(state) for state in states]))
+        .where(one_of(executions.c.lifecycle, states))
         .values(
             {name: sa.bindparam(f"v_{name}", type_=executions.c[name].type) for name in columns}
         )

@@ -432,9 +432,7 @@ def advance_round(
 _OPEN_ROUNDS = statements.Prepared(
     sa.select(rounds)
     .where(rounds.c.execution_id == sa.bindparam("execution_id"))
-    .where(
-        rounds.c.status.in_([sa.literal(s) for s in ROUND_RULE["finish_execution"].open_states()])
-    )
+    .where(statements.one_of(rounds.c.status, ROUND_RULE["finish_execution"].open_states()))
     .order_by(rounds.c.created_at, rounds.c.round_id)
     .with_for_update()
 )
@@ -493,7 +491,7 @@ def _lifecycle_update(rule: Rule[ExecutionStatus]) -> statements.Prepared:
     return statements.Prepared(
         executions.update()
         .where(executions.c.execution_id == sa.bindparam("b_execution_id"))
-        .where(executions.c.lifecycle.in_([sa.literal(s) for s in rule.open_states()]))
+        .where(statements.one_of(executions.c.lifecycle, rule.open_states()))
         .values(
             lifecycle=rule.to_state.value,
             updated_at=sa.bindparam("v_updated_at", type_=executions.c.updated_at.type),
