@@ -1161,10 +1161,8 @@ class _SharedOpener:
             dispatcher=PostDispatcher(server.url, http),
         )
         entered = await stack.enter_async_context(client)
-        if entered.protocol_version != MRTR_PROTOCOL:
-            # Only a stateless session can be shared (also for an "auto" binding).
-            raise _ProtocolMismatch(_offered(entered))
-        return _adopted(entered, server, prior, self._http)
+        # Only a stateless session can be shared (also for an "auto" binding).
+        return _adopted(entered, server, prior, self._http, stateless_only=True)
 
 
 def _user() -> _Run | None:
@@ -1239,12 +1237,19 @@ def _task_client(
 
 
 def _adopted(
-    entered: Client, server: ServerBinding, prior: DiscoverResult | None, http: HttpClients
+    entered: Client,
+    server: ServerBinding,
+    prior: DiscoverResult | None,
+    http: HttpClients,
+    *,
+    stateless_only: bool = False,
 ) -> Client:
     """A session just entered, refused when the server does not speak the protocol its
-    binding is pinned to; an HTTP server's first `server/discover` answer is
-    remembered for the binding's later sessions."""
-    if server.protocol == MRTR_PROTOCOL and entered.protocol_version != MRTR_PROTOCOL:
+    binding is pinned to (or, `stateless_only`, 2026-07-28 whatever the binding says);
+    an HTTP server's first `server/discover` answer is remembered for the binding's
+    later sessions."""
+    required = stateless_only or server.protocol == MRTR_PROTOCOL
+    if required and entered.protocol_version != MRTR_PROTOCOL:
         raise _ProtocolMismatch(_offered(entered))
     discovered = entered.session.discover_result
     if prior is None and discovered is not None and not isinstance(server, StdioServer):
