@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import time
 from collections.abc import Collection, Iterator, Mapping
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from m3grpc import tracing
@@ -46,7 +47,7 @@ from m3grpc.runtime.offload import offload
 from m3grpc.runtime.replica_wakes import ReplicaWakes
 from m3grpc.runtime.shared_poll import SAFETY_REREAD_SECONDS, SharedPoll
 from m3grpc.runtime.submission import spec_document, validate_submission
-from m3grpc.runtime.worker import WorkerPool, WorkerSettings
+from m3grpc.runtime.worker import Prepared, WorkerPool, WorkerSettings
 from m3grpc.storage import (
     CreatedExecution,
     OwnedEvent,
@@ -192,11 +193,15 @@ class Runtime:
         request_id: str | None = None,
         principal: str | None = None,
     ) -> CreatedExecution:
-        """Queue an execution; `principal`: who submitted it (None: no authentication)."""
-        # Off the event loop: a large spec costs CPU in proportion to its size
-        # (bounded by the limits), and the loop serves every other call.
-        mode, document = await offload(self._validated, spec, human_input, request_id)
+        """Queue an execution; `principal`: who submitted it (None: no authentication).
+
+        When this process's worker pool has a free slot and nothing is queued ahead,
+        the execution is claimed for it in the transaction that creates it, and its
+        worker starts from here: no second commit, no claim that has to find it."""
         if self._queue_capacity is not None:
+            # Off the event loop: a large spec costs CPU in proportion to its size
+            # (bounded by the limits), and the loop serves every other call.
+            mode, document = await offload(self._validated, spec, human_input, request_id)
             queued = await offload(self.store.count_queued)
             if queued >= self._queue_capacity:
                 raise WorkQueueFullError(
@@ -204,19 +209,65 @@ class Runtime:
                     retry_after_seconds=1.0,
                     metadata={"queue_capacity": str(self._queue_capacity)},
                 )
-        created = await offload(
-            self.store.create_execution,
+            validated: tuple[HumanInput, dict[str, Any]] | None = (mode, document)
+        else:
+            validated = None
+        pool = self._pool
+        claim_for = pool.reserve() if pool is not None else None
+        # The worker's spans continue this trace, whenever it claims the execution.
+        carrier = tracing.carrier()
+        # A task of its own, shielded: a caller cancelled while the store call runs
+        # still has its committed claim started (or its reserved slot given back).
+        call = asyncio.ensure_future(
+            offload(
+                self._create,
+                spec,
+                human_input,
+                request_id,
+                principal,
+                carrier,
+                claim_for,
+                validated,
+            )
+        )
+        if pool is not None:
+            call.add_done_callback(functools.partial(_hand_to_pool, pool, claim_for is not None))
+        created, _prepared = await asyncio.shield(call)
+        self.lifecycle.execution_submitted(created.state.execution_id, replayed=not created.created)
+        return created
+
+    def _create(
+        self,
+        spec: object,
+        human_input: object,
+        request_id: str | None,
+        principal: str | None,
+        carrier: dict[str, str],
+        claim_for: tuple[str, timedelta] | None,
+        validated: tuple[HumanInput, dict[str, Any]] | None,
+    ) -> tuple[CreatedExecution, Prepared | None]:
+        """Validate (unless `validated` already) and store the submission (claimed
+        for `claim_for`, if given), on a store thread: one hop off the loop. A
+        claimed execution's spec is parsed here too, for its worker (None if that
+        failed: the worker parses it again and fails the execution as it would)."""
+        if validated is None:
+            validated = self._validated(spec, human_input, request_id)
+        mode, document = validated
+        created = self.store.create_execution(
             document,
             human_input=mode,
             request_id=request_id,
-            # The worker's spans continue this trace, whenever it claims the execution.
-            trace_context=tracing.carrier(),
+            trace_context=carrier,
             principal=principal,
+            claim_for=claim_for,
         )
-        if self._pool is not None:
-            self._pool.wake()
-        self.lifecycle.execution_submitted(created.state.execution_id, replayed=not created.created)
-        return created
+        prepared = None
+        if created.claimed is not None and self._pool is not None:
+            try:
+                prepared = self._pool.prepare(created.claimed.execution_id, created.claimed.spec)
+            except Exception:
+                prepared = None
+        return created, prepared
 
     def _validated(
         self, spec: object, human_input: object, request_id: str | None
@@ -522,6 +573,20 @@ def _execution_id(value: Any) -> str:
     if violations := id_violations(value, "execution_id"):
         raise ModelValidationError("invalid execution_id", field_violations=violations)
     return value
+
+
+def _hand_to_pool(
+    pool: WorkerPool,
+    reserved: bool,
+    call: asyncio.Future[tuple[CreatedExecution, Prepared | None]],
+) -> None:
+    """Run what a submission claimed at its creation, or have the pool claim what
+    it queued; a failed store call gives its reserved slot back."""
+    if call.cancelled() or call.exception() is not None:
+        pool.submitted(None, reserved=reserved, queued=False)
+        return
+    created, prepared = call.result()
+    pool.submitted(created.claimed, reserved=reserved, prepared=prepared)
 
 
 def _submit_responses(

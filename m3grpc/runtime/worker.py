@@ -54,6 +54,9 @@ _RELEASED = "worker_released"
 # At most this many claims at once while more executions are queued (see _claim_loop).
 _CLAIM_BATCH = 8
 
+# A claimed execution's parsed spec and harness task.
+Prepared = tuple[AgentSpec | OperationSpec, HarnessTask]
+
 
 @dataclass(frozen=True)
 class WorkerSettings:
@@ -108,6 +111,9 @@ class WorkerPool:
         # a freed slot then needs no claim (an empty claim is a write transaction);
         # work queued elsewhere unheard is found by the poll, as before.
         self._queue_drained = False
+        # Slots held for executions this process submits and claims at their creation
+        # (`reserve`), until their store call returns.
+        self._reserved = 0
         self._wakes = 0
         self._loops: list[asyncio.Task[None]] = []
         self._stopping = False
@@ -154,6 +160,41 @@ class WorkerPool:
         self._wakes += 1
         self._queue_drained = False
         self._wake.set()
+
+    def reserve(self) -> tuple[str, timedelta] | None:
+        """A slot for an execution this process is about to submit, to be claimed in
+        its creation's transaction (the store's `create_execution(claim_for=...)`):
+        (owner_id, lease duration), or None when it must queue (no free slot, or
+        work may be queued ahead of it: claims take the oldest first). Pair it
+        with `submitted`."""
+        if self._stopping or not self._loops or not self._queue_drained:
+            return None
+        if self._free() <= 0:
+            return None
+        self._reserved += 1
+        return self.owner_id, self._settings.lease_duration
+
+    def submitted(
+        self,
+        claimed: ClaimedExecution | None,
+        *,
+        reserved: bool,
+        queued: bool = True,
+        prepared: Prepared | None = None,
+    ) -> None:
+        """A submission's store call ended: run what it claimed (with its spec
+        parsed already, `prepared`), or claim what it `queued` (False: it failed).
+        `reserved`: it held a slot from `reserve` (given back here, whatever the
+        call did)."""
+        if reserved:
+            self._reserved -= 1
+        if claimed is not None:
+            self._start(claimed, prepared)
+            return
+        if reserved:
+            self._freed()  # the held slot is free again
+        if queued:
+            self.wake()
 
     def cancel(self, execution_id: str) -> bool:
         """Cancel a running execution of this process at once; False if not here."""
@@ -230,7 +271,7 @@ class WorkerPool:
             self._wake.clear()
             batch = 1  # the first claim finds out whether more are queued
             while True:
-                free = self._settings.concurrency - (self.active + self._resuming)
+                free = self._free()
                 if free <= 0:
                     self._queue_drained = False  # work may be waiting for this slot
                     break
@@ -350,6 +391,10 @@ class WorkerPool:
 
     # -- slots ----------------------------------------------------------------------
 
+    def _free(self) -> int:
+        """Slots neither running, nor queued for by a resumer, nor reserved."""
+        return self._settings.concurrency - (self.active + self._resuming + self._reserved)
+
     def _pause(self, execution_id: str) -> None:
         """The execution waits for a human: its slot goes back to the queue."""
         if execution_id in self._running and execution_id not in self._waiting:
@@ -374,10 +419,10 @@ class WorkerPool:
             self._resuming -= 1
             self._waiting.discard(execution_id)
 
-    def _start(self, claimed: ClaimedExecution) -> None:
+    def _start(self, claimed: ClaimedExecution, prepared: Prepared | None = None) -> None:
         self._leases[claimed.execution_id] = LeaseHolder(claimed.lease)
         self.lifecycle.execution_claimed(claimed.execution_id, self.owner_id)
-        task = asyncio.create_task(self._run(claimed), name=claimed.execution_id)
+        task = asyncio.create_task(self._run(claimed, prepared), name=claimed.execution_id)
         self._running[claimed.execution_id] = task
 
     def _freed(self) -> None:
@@ -387,7 +432,7 @@ class WorkerPool:
 
     # -- one execution ------------------------------------------------------------
 
-    async def _run(self, claimed: ClaimedExecution) -> None:
+    async def _run(self, claimed: ClaimedExecution, prepared: Prepared | None) -> None:
         # One span per claim, in the trace the execution was submitted in.
         with tracing.span(
             "m3.execution",
@@ -399,18 +444,23 @@ class WorkerPool:
                 "m3.resumed_round_id": claimed.resumed_round_id,
             },
         ) as span:
-            run = self._run_traced(claimed, span)
+            run = self._run_traced(claimed, span, prepared)
             del claimed  # only the run keeps the claim (it drops the spec document it parses)
             await run
 
-    async def _run_traced(self, claimed: ClaimedExecution, span: tracing.Span) -> None:
+    async def _run_traced(
+        self, claimed: ClaimedExecution, span: tracing.Span, prepared: Prepared | None
+    ) -> None:
         execution_id = claimed.execution_id
         lease = self._leases[execution_id]
         # The result as stored, handed to this process's Result waiters with the wake-up.
         finished: ExecutionResult | None = None
         try:
-            # Parsing a large spec is work in proportion to its size: off the loop.
-            spec, task = await offload(self._prepare, execution_id, claimed.spec)
+            # Parsing a large spec is work in proportion to its size: off the loop
+            # (a submission claimed at its creation was parsed on its store thread).
+            if prepared is None:
+                prepared = await offload(self.prepare, execution_id, claimed.spec)
+            spec, task = prepared
             # Parsed, the stored document is not kept for as long as the execution
             # runs (a paused one waits for a human with it).
             claimed = replace(claimed, spec={})
@@ -587,9 +637,8 @@ class WorkerPool:
             lifecycle=self.lifecycle,
         )
 
-    def _prepare(
-        self, execution_id: str, document: dict[str, Any]
-    ) -> tuple[AgentSpec | OperationSpec, HarnessTask]:
+    def prepare(self, execution_id: str, document: dict[str, Any]) -> Prepared:
+        """The execution's parsed spec and its harness task (blocking: off the loop)."""
         spec = parse_spec(document)
         return spec, self._harness_task(execution_id, spec)
 

@@ -171,6 +171,36 @@ class ClaimedExecution:
 class CreatedExecution:
     state: ExecutionState
     created: bool  # False: an AIP-155 replay of an earlier request_id
+    # Claimed in the same transaction (create_execution's `claim_for`).
+    claimed: ClaimedExecution | None = None
+
+
+def _claim(
+    conn: Connection,
+    execution_id: str,
+    lifecycle: ExecutionStatus,
+    owner_id: str,
+    lease_duration: timedelta,
+    now: datetime,
+) -> ManagedInputLease | None:
+    """Claim the execution, read as `lifecycle` (queued, or released), for `owner_id`:
+    its new lease, or None if another worker claimed it first."""
+    rule = EXECUTION_RULE["claim_next" if lifecycle is ExecutionStatus.QUEUED else "claim_released"]
+    lease = ManagedInputLease(
+        owner_id=owner_id, lease_token=new_lease_token(), expires_at=now + lease_duration
+    )
+    claimed = _claim_update(rule).execute(
+        conn,
+        {
+            "b_execution_id": execution_id,
+            "v_lifecycle": rule.target(lifecycle).value,
+            "v_worker_owner_id": lease.owner_id,
+            "v_worker_lease_token": lease.lease_token,
+            "v_worker_lease_expires_at": lease.expires_at,
+            "v_updated_at": now,
+        },
+    )
+    return lease if claimed == 1 else None
 
 
 class SqlExecutionStore:
@@ -255,6 +285,7 @@ class SqlExecutionStore:
         request_id: str | None = None,
         trace_context: Mapping[str, str] | None = None,
         principal: str | None = None,
+        claim_for: tuple[str, timedelta] | None = None,
     ) -> CreatedExecution:
         """Queue an execution owned by `principal` (None: no authentication). The same
         request_id with the same spec returns the first one; request IDs are scoped
@@ -262,7 +293,15 @@ class SqlExecutionStore:
 
         `trace_context` (a W3C carrier) is kept beside the spec in its JSON
         document, outside the request digest: a retry from another trace is
-        the same submission."""
+        the same submission.
+
+        `claim_for` (owner_id, lease duration): a worker of the submitting process
+        has a free slot, so the new execution is also claimed for it (`claim_next`,
+        the same move) in the same transaction: one commit instead of two, and no
+        claim that looks for it. `CreatedExecution.claimed` is the claim (None for
+        a replayed request_id: that execution is left as it is)."""
+        if claim_for is not None:
+            require_identifier(claim_for[0], "owner_id")
         document = json.loads(json.dumps(dict(spec), sort_keys=True, default=str))
         digest = hashlib.sha256(
             json.dumps([document, human_input], sort_keys=True).encode()
@@ -303,11 +342,27 @@ class SqlExecutionStore:
                     "updated_at": now,
                 },
             )
-            # Idle workers of other replicas claim it now rather than at their next poll.
-            announce(conn, Change(EXECUTION_QUEUED, execution_id))
-            return CreatedExecution(
-                _state(self._load(conn, execution_id, state_only=True)), created=True
+            if claim_for is None:
+                # Idle workers of other replicas claim it now rather than at their next poll.
+                announce(conn, Change(EXECUTION_QUEUED, execution_id))
+                return CreatedExecution(
+                    _state(self._load(conn, execution_id, state_only=True)), created=True
+                )
+            owner_id, lease_duration = claim_for
+            lease = _claim(conn, execution_id, _CREATED, owner_id, lease_duration, now)
+            # Inserted by this transaction, which holds the write lock: nobody else saw it.
+            assert lease is not None
+            state = _state(self._load(conn, execution_id, state_only=True))
+            spec, carrier = _split_trace_context(document)
+            claimed = ClaimedExecution(
+                execution_id=execution_id,
+                spec=spec,
+                human_input=human_input,
+                lease=lease,
+                trace_context=carrier,
+                more_claimable=False,
             )
+            return CreatedExecution(state, created=True, claimed=claimed)
 
     def trace_context(self, execution_id: str) -> dict[str, str]:
         """The W3C trace context the execution was submitted in; empty when none."""
@@ -400,23 +455,10 @@ class SqlExecutionStore:
             if row is None:
                 return None
             now = self.now()
-            released = row.lifecycle != ExecutionStatus.QUEUED.value
-            rule = EXECUTION_RULE["claim_released" if released else "claim_next"]
-            lease = ManagedInputLease(
-                owner_id=owner_id, lease_token=new_lease_token(), expires_at=now + lease_duration
-            )
-            claimed = _claim_update(rule).execute(
-                conn,
-                {
-                    "b_execution_id": row.execution_id,
-                    "v_lifecycle": rule.target(ExecutionStatus(row.lifecycle)).value,
-                    "v_worker_owner_id": lease.owner_id,
-                    "v_worker_lease_token": lease.lease_token,
-                    "v_worker_lease_expires_at": lease.expires_at,
-                    "v_updated_at": now,
-                },
-            )
-            if claimed != 1:
+            lifecycle = ExecutionStatus(row.lifecycle)
+            released = lifecycle is not ExecutionStatus.QUEUED
+            lease = _claim(conn, row.execution_id, lifecycle, owner_id, lease_duration, now)
+            if lease is None:
                 return None  # another worker claimed it first; the caller polls again
             resumed = adopt_rounds(conn, row.execution_id, lease, now=now) if released else None
             more = _ANY_CLAIMABLE.first(conn, {}) is not None

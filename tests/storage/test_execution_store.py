@@ -108,6 +108,52 @@ def test_claim_next_is_fifo_and_exclusive(
     assert execution_store.get_state(first.execution_id).lifecycle is ExecutionStatus.RUNNING
 
 
+def test_create_claimed_for_a_worker_in_one_transaction(
+    execution_store: SqlExecutionStore, clock: ManualClock
+) -> None:
+    """`claim_for`: the new execution is claimed (claim_next's move) in the transaction
+    that creates it; no claim finds it afterwards, and its lease works as a claim's."""
+    spec = {"prompt": "book it", "tools": ["shipping:book_shipment"]}
+    created = execution_store.create_execution(
+        spec,
+        human_input="managed",
+        request_id="req-claimed",
+        trace_context={"traceparent": "00-" + "a" * 32 + "-" + "b" * 16 + "-01"},
+        claim_for=("w1", LEASE),
+    )
+    claimed = created.claimed
+    assert created.created and claimed is not None
+    execution_id = created.state.execution_id
+    assert claimed.execution_id == execution_id
+    assert claimed.spec == spec and claimed.human_input == "managed"
+    assert claimed.trace_context == {"traceparent": "00-" + "a" * 32 + "-" + "b" * 16 + "-01"}
+    assert claimed.resumed_round_id is None and not claimed.more_claimable
+    assert claimed.lease.owner_id == "w1" and claimed.lease.expires_at == clock() + LEASE
+    assert created.state.lifecycle is ExecutionStatus.RUNNING
+    assert execution_store.get_state(execution_id).lifecycle is ExecutionStatus.RUNNING
+    assert execution_store.claim_next(owner_id="w2", lease_duration=LEASE) is None
+    # A replay of the request_id returns the execution as it is, claiming nothing.
+    again = execution_store.create_execution(
+        spec, human_input="managed", request_id="req-claimed", claim_for=("w2", LEASE)
+    )
+    assert not again.created and again.claimed is None
+    assert again.state.execution_id == execution_id
+    # The lease is the worker's: it renews and finishes the execution.
+    clock.advance(20)
+    lease, cancel = execution_store.renew_execution(
+        execution_id, claimed.lease, lease_duration=LEASE
+    )
+    assert not cancel and lease.expires_at == clock() + LEASE
+    result = ExecutionResult(
+        execution_id=execution_id,
+        outcome=ExecutionOutcome.SUCCEEDED,
+        operations=(),
+        finished_at=clock(),
+    )
+    state = execution_store.finish(execution_id, lease, result)
+    assert state.lifecycle is ExecutionStatus.FINISHED
+
+
 def test_renew_and_finish_under_lease(
     execution_store: SqlExecutionStore, clock: ManualClock
 ) -> None:
