@@ -43,6 +43,7 @@ from m3grpc.runtime.outage import stored
 from m3grpc.runtime.shared_poll import SAFETY_REREAD_SECONDS, SharedPoll
 from m3grpc.specs import ElicitationPlan
 from m3grpc.storage import SqlExecutionStore
+from m3grpc.storage.managed_input import RoundSettle
 from m3grpc.types import (
     ElicitationResponse,
     ManagedInputRecord,
@@ -140,6 +141,9 @@ class ManagedInputResolver:
         self._open_resumable = False
         # Each open round's span, from pending until it settles (or passes on).
         self._round_spans: dict[str, tracing.Span] = {}
+        # The last operation's resolve, left for the execution's finish to commit
+        # with it (`final_settle`), or for `_flush_final` when it does not finish so.
+        self._final: RoundSettle | None = None
 
     @property
     def releasable(self) -> bool:
@@ -168,6 +172,7 @@ class ManagedInputResolver:
         operation = round.operation
         # A new round means every answer handed out before has reached the server:
         # the operation asked again, or (operations run in sequence) it finished.
+        await self._flush_final()  # a harness said "last" too early: not left for the finish
         await self.settle_all()
         resumed = self._resumed
         if (
@@ -306,6 +311,7 @@ class ManagedInputResolver:
     async def operation_finished(self, result: OperationResult, *, last: bool = False) -> None:
         """Settle the operation's open round as its outcome earned, storing `result`
         in the same transaction; without an open round, store `result` alone."""
+        await self._flush_final()  # a harness said "last" too early: not left for the finish
         operation_id = result.logical_operation_id
         round_id = self.open_round_id if self._open_operation_id == operation_id else None
         if round_id is None:
@@ -318,6 +324,18 @@ class ManagedInputResolver:
             )
             return
         if _completed(result) and self._delivering.get(operation_id) == round_id:
+            if last:
+                # Nothing runs after it: the resolve commits with the execution's
+                # finish, a moment later, in one transaction (`final_settle`).
+                self._delivering.pop(operation_id)
+                self._final = RoundSettle(
+                    execution_id=self._execution_id,
+                    round_id=round_id,
+                    operation=result,
+                    last=True,
+                    mark_delivered=round_id not in self._delivered,
+                )
+                return
             await self._settle(operation_id, operation=result, last=last)
             return
         self._delivering.pop(operation_id, None)
@@ -343,8 +361,40 @@ class ManagedInputResolver:
             code = op.failure_code or "operation_failed"
             await self._fail(round_id, code, op.failure_message or "")
 
+    @property
+    def final_settle(self) -> RoundSettle | None:
+        """The last operation's round, to resolve in the execution's finish
+        (SqlExecutionStore.finish_settling); call `final_settled` after it."""
+        return self._final
+
+    def final_settled(self, resolved: bool) -> None:
+        """The finish committed `final_settle`'s round: `resolved`, or (False) left to
+        fail with the execution, as `resolve` would have refused it."""
+        settle, self._final = self._final, None
+        if settle is None:
+            return
+        if resolved:
+            self._settled(settle.round_id, delivered_now=settle.mark_delivered)
+        else:
+            self._forget(settle.round_id)
+
+    async def _flush_final(self) -> None:
+        """Commit the left resolve on its own: the execution does not finish by
+        its worker's usual finish (it fails, is cancelled or stops)."""
+        settle, self._final = self._final, None
+        if settle is None:
+            return
+        await self._resolve_round(
+            settle.round_id,
+            operation=settle.operation,
+            last=settle.last,
+            delivered_now=settle.mark_delivered,
+        )
+
     async def fail_open_round(self, failure_code: str, failure_message: str) -> None:
         """Fail the round still open when the execution stops (cancel, error, shutdown)."""
+        # A resolve left for the finish is earned: stored as the operation ended.
+        await self._flush_final()
         round_id = self.open_round_id
         if round_id is None:
             return
@@ -398,7 +448,18 @@ class ManagedInputResolver:
             return
         # Not yet marked delivered: the reply that ended the operation is the answer's
         # receipt too; both steps commit in one transaction.
-        delivered_now = round_id not in self._delivered
+        await self._resolve_round(
+            round_id, operation=operation, last=last, delivered_now=round_id not in self._delivered
+        )
+
+    async def _resolve_round(
+        self,
+        round_id: str,
+        *,
+        operation: OperationResult | None,
+        last: bool,
+        delivered_now: bool,
+    ) -> None:
         await stored(
             self._rounds.resolve,
             round_id,
@@ -407,6 +468,10 @@ class ManagedInputResolver:
             last=last,
             mark_delivered=delivered_now,
         )
+        self._settled(round_id, delivered_now=delivered_now)
+
+    def _settled(self, round_id: str, *, delivered_now: bool) -> None:
+        """The round's resolve committed: what follows it, as `resolve` returned."""
         if delivered_now:
             self._round_event(round_id, "delivered")
             self._lifecycle.round_delivered(self._execution_id, round_id)

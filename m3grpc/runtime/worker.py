@@ -45,7 +45,15 @@ from m3grpc.runtime.submission import parse_spec
 from m3grpc.servers import ServerBinding, StdioServer
 from m3grpc.specs import AgentSpec, OperationSpec, ScriptStep
 from m3grpc.storage import ClaimedExecution, ManagedInputRecord, SqlExecutionStore
-from m3grpc.types import AgentReport, ExecutionOutcome, ExecutionResult, OperationResult
+from m3grpc.storage.managed_input import RoundSettle
+from m3grpc.types import (
+    AgentReport,
+    ExecutionOutcome,
+    ExecutionResult,
+    ExecutionState,
+    ManagedInputLease,
+    OperationResult,
+)
 
 log = logging.getLogger(__name__)
 
@@ -477,17 +485,24 @@ class WorkerPool:
             span.set_attribute("m3.outcome", result.outcome.value)
             if result.failure_code:
                 span.fail(result.failure_code)
-            # Bounded so the stored Result always fits in a reply; off the loop,
-            # as a long script's result is work in proportion to its size.
-            result = await offload(bounded_result, result, self._limits)
             await self._ensure_lease(execution_id)
             try:
                 # WatchPending sends its execution_finished event from the state
                 # handed over, not read back (see Notifier.handing_over).
                 with self._notifier.handing_over(finished_state_key(execution_id)) as hand_over:
-                    state = await stored(self._store.finish, execution_id, lease.lease, result)
+                    # The last round's resolve, left by the resolver, commits with it.
+                    settle = (
+                        resolver.final_settle
+                        if isinstance(resolver, ManagedInputResolver)
+                        else None
+                    )
+                    state, stored_result, resolved = await stored(
+                        self._finish_bounded, execution_id, lease.lease, result, settle
+                    )
                     hand_over(state)
-                finished = result
+                if isinstance(resolver, ManagedInputResolver):
+                    resolver.final_settled(resolved)
+                finished = stored_result
                 self.lifecycle.execution_finished(
                     execution_id, result.outcome.value, result.failure_code
                 )
@@ -555,6 +570,23 @@ class WorkerPool:
             code, message = ran.failure
         await resolver.fail_open_round(code, message)
         return self._result(execution_id, operations, ExecutionOutcome.FAILED, code, message, agent)
+
+    def _finish_bounded(
+        self,
+        execution_id: str,
+        lease: ManagedInputLease,
+        result: ExecutionResult,
+        settle: RoundSettle | None,
+    ) -> tuple[ExecutionState, ExecutionResult, bool]:
+        """Finish the execution with its result bounded so the stored Result always
+        fits in a reply (work in proportion to a long script's result), on the
+        store thread that stores it: one hop off the loop, not two. `settle`: the
+        last round, resolved in the same transaction (returned: whether it was)."""
+        bounded = bounded_result(result, self._limits)
+        if settle is None:
+            return self._store.finish(execution_id, lease, bounded), bounded, False
+        state, resolved = self._store.finish_settling(execution_id, lease, bounded, settle)
+        return state, bounded, resolved
 
     def _result(
         self,

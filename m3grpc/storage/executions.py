@@ -59,7 +59,7 @@ from m3grpc.storage.events import (
 )
 from m3grpc.storage.handover import adopt_rounds, release_execution
 from m3grpc.storage.identifiers import require_identifier
-from m3grpc.storage.managed_input import SqlManagedInputStore
+from m3grpc.storage.managed_input import RoundSettle, SqlManagedInputStore
 from m3grpc.storage.operations import record_operation, stored_operations
 from m3grpc.storage.schema import executions, rounds
 from m3grpc.storage.sealed_rows import check_keys
@@ -608,6 +608,26 @@ class SqlExecutionStore:
         """The execution's stored operation results, in the order they finished."""
         with read_transaction(self._engine) as conn:
             return stored_operations(conn, execution_id)[0]
+
+    def finish_settling(
+        self,
+        execution_id: str,
+        lease: ManagedInputLease,
+        result: ExecutionResult,
+        settle: RoundSettle,
+    ) -> tuple[ExecutionState, bool]:
+        """`finish` by the lease holder, with `settle`'s round resolved with its
+        operation's result first, in the same transaction (`resolve`'s move and
+        checks): the execution's last round and its finish in one commit. Returns
+        (state, whether the round was resolved: False if it could not be from where
+        it is; the operation's result is stored all the same)."""
+        if settle.execution_id != execution_id:
+            raise ValueError("the round to settle is another execution's")
+        with write_transaction(self._engine) as conn:
+            self._guard(conn, execution_id, lease)
+            resolved = self.managed_input_store.resolve_within(conn, settle, lease)
+            self._finish(conn, EXECUTION_RULE["finish"], execution_id, result)
+            return _state(self._load(conn, execution_id, state_only=True)), resolved
 
     def finish(
         self, execution_id: str, lease: ManagedInputLease | None, result: ExecutionResult

@@ -126,6 +126,19 @@ _RESOLVE = _Step("resolve", "resolved_at")
 
 
 @dataclass(frozen=True)
+class RoundSettle:
+    """A round `resolve` would settle with its operation's result (`operation`;
+    `last`: the execution's final one), carried into the execution's finish so
+    both commit in one transaction (SqlExecutionStore.finish)."""
+
+    execution_id: str
+    round_id: str
+    operation: OperationResult
+    last: bool = True
+    mark_delivered: bool = False
+
+
+@dataclass(frozen=True)
 class ResponseSubmission:
     """What submit_responses did: the round's status after it, and whether it was an
     idempotent replay. `record` builds the whole round record when first read."""
@@ -524,6 +537,25 @@ class SqlManagedInputStore:
             _RESOLVE,
             operation=(operation, last) if operation is not None else None,
         )
+
+    def resolve_within(
+        self, conn: Connection, settle: RoundSettle, lease: ManagedInputLease
+    ) -> bool:
+        """`resolve` of `settle` (always with its operation) inside the caller's write
+        transaction: True once written; False, with nothing written, when the round
+        may not be resolved from where it is (ManagedInputStateError from `resolve`),
+        and then the operation's result is stored alone. A stale lease raises."""
+        steps = (*((_MARK_DELIVERED,) if settle.mark_delivered else ()), _RESOLVE)
+        operation = (settle.operation, settle.last)
+        try:
+            # Every check runs before the first write: a refusal leaves nothing behind.
+            self._move(conn, settle.round_id, lease, steps, operation=operation)
+        except ManagedInputStateError:
+            record_operation(
+                conn, settle.execution_id, settle.operation, last=settle.last, now=self.now()
+            )
+            return False
+        return True
 
     def fail(
         self,

@@ -349,3 +349,32 @@ def test_round_limit_exceeded_fails_the_operation(
     records = store.managed_input_store.list_rounds(execution_id=handle.execution_id)
     assert [(r.round_index, r.round_limit) for r in records] == [(0, 2), (1, 2)]
     assert [r.status for r in records] == [ManagedInputStatus.RESOLVED] * 2
+
+
+@pytest.mark.parametrize("variant", ["legacy", "mrtr"])
+def test_the_last_round_resolves_in_the_finish_commit(
+    store: SQLiteExecutionStore, variant: str
+) -> None:
+    """From the round's pending to the result, three commits append events: the
+    answer, the start of its delivery, and the finish, which resolves the last
+    round in the same transaction (before, its resolve committed on its own)."""
+    # A long lease: no heartbeat renewal lands between (it appends no event anyway).
+    with MCPTestKit(store=store, env={}, lease_seconds=600) as kit:
+        handle = submit_tool(kit, "shipping:book_shipment", variant=variant)
+        pending = wait_pending(handle)
+        commits: list[None] = []
+        store.add_events_listener(lambda: commits.append(None))
+        handle.respond_elicitation(
+            pending.round_id, {"shipping_address": ADDRESS}, idempotency_key="address"
+        )
+        result = handle.result(timeout=120)
+        assert result.outcome is ExecutionOutcome.SUCCEEDED
+        assert len(commits) == 3
+    record = store.managed_input_store.get_round(pending.round_id)
+    assert record.status is ManagedInputStatus.RESOLVED and record.delivered_at is not None
+    assert store.operation_results(handle.execution_id) == list(result.operations)
+    events = store.read_events(after_seq=0, execution_id=handle.execution_id)
+    assert [(e.kind.value, e.status) for e in events][-2:] == [
+        ("round_changed", "resolved"),
+        ("execution_finished", "succeeded"),
+    ]

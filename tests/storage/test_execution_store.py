@@ -25,6 +25,7 @@ from m3grpc.storage import (
 )
 from m3grpc.storage.engine import SQLITE_CACHE_KIB, write_transaction
 from m3grpc.storage.events import append_event
+from m3grpc.storage.managed_input import RoundSettle
 from m3grpc.storage.schema import executions, rounds
 from m3grpc.types import (
     ElicitationResponse,
@@ -301,6 +302,84 @@ def test_recovery_keeps_the_results_of_a_completed_execution(
     result = execution_store.get_result(execution_id)
     assert result is not None
     assert result.operations == (_operation("op-0"),)
+
+
+@pytest.mark.parametrize("delivered", [True, False])
+def test_finish_settling_resolves_the_last_round_and_finishes_in_one_commit(
+    execution_store: SqlExecutionStore, clock: ManualClock, delivered: bool
+) -> None:
+    """The last round's resolve (marked delivered first when it was not yet) and the
+    finish commit together: one commit, each status change with its event."""
+    execution_id, round_id, lease = _responded_round(execution_store, clock)
+    rounds_store = execution_store.managed_input_store
+    rounds_store.start_delivery(round_id, lease)
+    if delivered:
+        rounds_store.mark_delivered(round_id, lease)
+    commits: list[None] = []
+    execution_store.add_commit_listener(lambda: commits.append(None))
+    settle = RoundSettle(
+        execution_id=execution_id,
+        round_id=round_id,
+        operation=_operation("op-0"),
+        mark_delivered=not delivered,
+    )
+    before = execution_store.last_event_seq()
+    state, resolved = execution_store.finish_settling(
+        execution_id, lease, _succeeded(execution_id, clock), settle
+    )
+    assert resolved and len(commits) == 1
+    assert state.lifecycle is ExecutionStatus.FINISHED
+    assert state.outcome is ExecutionOutcome.SUCCEEDED
+    record = rounds_store.get_round(round_id)
+    assert record.status is ManagedInputStatus.RESOLVED and record.delivered_at is not None
+    kinds = [
+        (event.kind, event.status)
+        for event in execution_store.read_events(after_seq=before, execution_id=execution_id)
+    ]
+    assert kinds == [
+        *([] if delivered else [(EventKind.ROUND_CHANGED, "delivered")]),
+        (EventKind.ROUND_CHANGED, "resolved"),
+        (EventKind.EXECUTION_FINISHED, "succeeded"),
+    ]
+    # What the operation returned is stored as resolve stores it.
+    assert execution_store.operation_results(execution_id) == [_operation("op-0")]
+
+
+def test_finish_settling_a_round_resolve_refuses_finishes_and_keeps_the_operation(
+    execution_store: SqlExecutionStore, clock: ManualClock
+) -> None:
+    """A round resolve may not move (here: answered, never delivering) is not
+    resolved: the execution finishes all the same, its operation stored, and the
+    round fails with the execution as any open round does."""
+    execution_id, round_id, lease = _responded_round(execution_store, clock)
+    settle = RoundSettle(execution_id=execution_id, round_id=round_id, operation=_operation("op-0"))
+    state, resolved = execution_store.finish_settling(
+        execution_id, lease, _succeeded(execution_id, clock), settle
+    )
+    assert not resolved and state.lifecycle is ExecutionStatus.FINISHED
+    record = execution_store.managed_input_store.get_round(round_id)
+    assert record.status is ManagedInputStatus.FAILED
+    assert execution_store.operation_results(execution_id) == [_operation("op-0")]
+    # Only the lease holder settles: a stale lease changes nothing.
+    other_id, other_round, _lease = _responded_round(execution_store, clock)
+    stale = make_lease(clock, owner_id="w")
+    with pytest.raises(ManagedInputConflict):
+        execution_store.finish_settling(
+            other_id,
+            stale,
+            _succeeded(other_id, clock),
+            RoundSettle(execution_id=other_id, round_id=other_round, operation=_operation("op-0")),
+        )
+    assert execution_store.get_state(other_id).lifecycle is not ExecutionStatus.FINISHED
+
+
+def _succeeded(execution_id: str, clock: ManualClock) -> ExecutionResult:
+    return ExecutionResult(
+        execution_id=execution_id,
+        outcome=ExecutionOutcome.SUCCEEDED,
+        operations=(_operation("op-0"),),
+        finished_at=clock(),
+    )
 
 
 def test_recovery_keeps_finished_results_of_an_unfinished_execution(
