@@ -379,9 +379,12 @@ class Runtime:
                 # A finished execution has no pending round (its open rounds failed).
                 if not running and await self._finished(execution_id):
                     return None
-                record = await self._pending_round_of(execution_id)
-                if record is not None and record.pending.round_id != skip_round_id:
-                    return record
+                # Nor has one whose worker here holds no round: no read, the round
+                # it stores next wakes this wait (with the record).
+                if not (self._pool is not None and self._pool.has_no_pending_round(execution_id)):
+                    record = await self._pending_round_of(execution_id)
+                    if record is not None and record.pending.round_id != skip_round_id:
+                        return record
                 wait = (
                     SAFETY_REREAD_SECONDS
                     if running

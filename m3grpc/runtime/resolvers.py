@@ -146,6 +146,13 @@ class ManagedInputResolver:
         self._final: RoundSettle | None = None
 
     @property
+    def holds_no_round(self) -> bool:
+        """No round of this worker is open, and none adopted waits to be: while the
+        worker holds the execution only it stores the execution's rounds, so none
+        is pending (one being stored now is announced once it is)."""
+        return self.open_round_id is None and self._resumed is None
+
+    @property
     def releasable(self) -> bool:
         """Could the execution be handed to another worker now (graceful shutdown)?
         The store has the last word (m3grpc.storage.handover)."""

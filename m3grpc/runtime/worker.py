@@ -135,6 +135,15 @@ class WorkerPool:
         are notified with its result (None: not stored here; read it)."""
         return execution_id in self._running
 
+    def has_no_pending_round(self, execution_id: str) -> bool:
+        """This pool runs the execution and its worker holds no open round (nor an
+        adopted one): the execution has no pending round now, and the round it
+        stores next is announced to its waiters (`pending_key`)."""
+        resolver = self._resolvers.get(execution_id)
+        if isinstance(resolver, PlanInputResolver):
+            return execution_id in self._running  # answered from the plan: no rounds
+        return resolver is not None and execution_id in self._running and resolver.holds_no_round
+
     @property
     def waiting(self) -> int:
         """Running executions waiting for a human's answer."""

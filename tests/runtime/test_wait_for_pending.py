@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -154,3 +155,65 @@ def test_waiting_on_an_execution_this_process_runs_does_not_poll(tmp_path: Path)
             store.close()
 
     asyncio.run(asyncio.wait_for(scenario(), 120))
+
+
+def test_a_wait_on_a_running_execution_without_a_round_reads_no_round(tmp_path: Path) -> None:
+    """While this process's worker runs the execution and holds no round, the wait
+    reads no round from the store: the round the worker stores wakes it, with the
+    record. Once the worker holds a round (answered, here), a wait reads again."""
+
+    async def scenario(url: str) -> None:
+        store = SQLiteExecutionStore(tmp_path / "m3.sqlite")
+        rounds_store = store.managed_input_store
+        list_rounds = rounds_store.list_rounds
+        reads: list[str | None] = []
+
+        def counted(**kwargs: Any) -> Any:
+            reads.append(kwargs.get("execution_id"))
+            return list_rounds(**kwargs)
+
+        rounds_store.list_rounds = counted  # type: ignore[method-assign]
+        try:
+            async with AsyncMCPTestKit(store=store, env={}, poll_interval=30.0) as kit:
+                agent = kit.agents([{"harness": "scripted", "models": []}])[0]
+                binding = HttpServer(name="shipping", url=url, protocol="2026-07-28")
+                # Until the pool has found the queue empty, a submission may queue (and
+                # a wait on a queued execution reads): run those through first.
+                for _ in range(20):
+                    handle = await agent.submit(
+                        PROMPT,
+                        server=binding,
+                        tools=["shipping:book_confirmed_shipment"],
+                        human_input="managed",
+                    )
+                    running = kit.runtime._pool is not None and kit.runtime._pool.runs(
+                        handle.execution_id
+                    )
+                    first = await handle.wait_for_pending(timeout=60)
+                    assert first is not None
+                    if running:
+                        assert handle.execution_id not in reads
+                    await handle.respond_elicitation(
+                        first.round_id,
+                        confirmed_shipment_answers(first),
+                        idempotency_key=f"k-{first.round_id}",
+                    )
+                    # Its answered round is still the worker's: this wait reads.
+                    second = await handle.wait_for_pending(timeout=60)
+                    assert second is not None and second.round_id != first.round_id
+                    assert handle.execution_id in reads
+                    await handle.respond_elicitation(
+                        second.round_id,
+                        confirmed_shipment_answers(second),
+                        idempotency_key=f"k-{second.round_id}",
+                    )
+                    result = await handle.result(timeout=60)
+                    assert result.outcome is ExecutionOutcome.SUCCEEDED
+                    if running:
+                        break
+                assert running
+        finally:
+            store.close()
+
+    with http_mcp_server("shipping", "mrtr") as url:
+        asyncio.run(asyncio.wait_for(scenario(url), 120))
