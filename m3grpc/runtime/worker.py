@@ -119,6 +119,8 @@ class WorkerPool:
         # a freed slot then needs no claim (an empty claim is a write transaction);
         # work queued elsewhere unheard is found by the poll, as before.
         self._queue_drained = False
+        # Running executions claimed again after a release (they hold an adopted round).
+        self._adopting: set[str] = set()
         # Slots held for executions this process submits and claims at their creation
         # (`reserve`), until their store call returns.
         self._reserved = 0
@@ -139,10 +141,16 @@ class WorkerPool:
         """This pool runs the execution and its worker holds no open round (nor an
         adopted one): the execution has no pending round now, and the round it
         stores next is announced to its waiters (`pending_key`)."""
+        if execution_id not in self._running:
+            return False
         resolver = self._resolvers.get(execution_id)
+        if resolver is None:
+            # Not started yet: a queued execution has no rounds; a released one
+            # claimed again has the round its worker adopts.
+            return execution_id not in self._adopting
         if isinstance(resolver, PlanInputResolver):
-            return execution_id in self._running  # answered from the plan: no rounds
-        return resolver is not None and execution_id in self._running and resolver.holds_no_round
+            return True  # answered from the plan: no rounds
+        return resolver.holds_no_round
 
     @property
     def waiting(self) -> int:
@@ -438,6 +446,8 @@ class WorkerPool:
 
     def _start(self, claimed: ClaimedExecution, prepared: Prepared | None = None) -> None:
         self._leases[claimed.execution_id] = LeaseHolder(claimed.lease)
+        if claimed.resumed_round_id is not None:
+            self._adopting.add(claimed.execution_id)
         self.lifecycle.execution_claimed(claimed.execution_id, self.owner_id)
         task = asyncio.create_task(self._run(claimed, prepared), name=claimed.execution_id)
         self._running[claimed.execution_id] = task
@@ -525,6 +535,7 @@ class WorkerPool:
             self._running.pop(execution_id, None)
             self._resolvers.pop(execution_id, None)
             self._leases.pop(execution_id, None)
+            self._adopting.discard(execution_id)
             self._waiting.discard(execution_id)
             self._stop_reasons.pop(execution_id, None)
             self._cancelled.discard(execution_id)
