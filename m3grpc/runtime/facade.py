@@ -62,6 +62,7 @@ from m3grpc.types import (
     ExecutionState,
     ExecutionStatus,
     HumanInput,
+    ManagedInputLease,
     ManagedInputRecord,
     ManagedInputStatus,
 )
@@ -438,7 +439,8 @@ class Runtime:
             raise ManagedInputValidationError("invalid response", field_violations=violations)
         with tracing.span("m3.round.respond", attributes={"m3.round_id": round_id}) as span:
             # The waiting worker of this process is woken by the thread that stored
-            # the answer, once it is durable (see _submit_responses).
+            # the answer, once it is durable (see _submit_responses); when it can
+            # deliver at once, the same commit starts its delivery.
             submission = await offload(
                 _submit_responses,
                 self.store,
@@ -447,6 +449,9 @@ class Runtime:
                 responses,
                 idempotency_key=idempotency_key,
                 execution_id=execution_id,
+                start_delivery=(
+                    self._pool.early_delivery(round_id) if self._pool is not None else None
+                ),
             )
             answered = str(submission.row.get("execution_id", ""))
             span.set_attribute("m3.execution_id", answered)
@@ -600,15 +605,24 @@ def _submit_responses(
     *,
     idempotency_key: str,
     execution_id: str | None,
+    start_delivery: tuple[ManagedInputLease, bool] | None = None,
 ) -> ResponseSubmission:
     """Store the responses, then wake the worker waiting on the round, from this
     thread: its wake-up is queued on the loop before the caller's return, so the
     worker starts the delivery before the caller's reply is sent (and is woken even
     if the caller is cancelled while the write commits). An answered round's record
-    is built here, off the loop, and handed to the worker: no read back."""
+    is built here, off the loop, and handed to the worker: no read back (with
+    its delivery started, when `start_delivery` asked for it and it did)."""
     submission = store.managed_input_store.submit_responses_detailed(
-        round_id, responses, idempotency_key=idempotency_key, execution_id=execution_id
+        round_id,
+        responses,
+        idempotency_key=idempotency_key,
+        execution_id=execution_id,
+        start_delivery=start_delivery,
     )
     answered = submission.status is ManagedInputStatus.RESPONSE_VALIDATED
-    notifier.notify(round_id, submission.record if answered else None)
+    if answered and not submission.replayed:
+        notifier.notify(round_id, submission.started_record or submission.record)
+    else:
+        notifier.notify(round_id, submission.record if answered else None)
     return submission

@@ -93,6 +93,13 @@ class WorkerSlot(Protocol):
 
     async def resume(self) -> None: ...
 
+    def awaiting(self, round_id: str, sent_on_return: bool) -> None:
+        """The worker waits on the round's answer: a Respond here may start its
+        delivery with the answer's commit."""
+        ...
+
+    def answered(self, round_id: str) -> None: ...
+
     async def ensure_lease(self) -> None:
         """Renew the execution's lease now if it lapsed (the loop stalled past it)."""
         ...
@@ -141,6 +148,8 @@ class ManagedInputResolver:
         self._open_resumable = False
         # Each open round's span, from pending until it settles (or passes on).
         self._round_spans: dict[str, tracing.Span] = {}
+        # Rounds whose delivery the Respond's commit started (WorkerSlot.awaiting).
+        self._started_early: set[str] = set()
         # The last operation's resolve, left for the execution's finish to commit
         # with it (`final_settle`), or for `_flush_final` when it does not finish so.
         self._final: RoundSettle | None = None
@@ -281,18 +290,29 @@ class ManagedInputResolver:
         # the round just stored (no read back).
         self._notifier.notify(pending_key(self._execution_id), created)
         created = None  # not kept while the round waits
-        responses = await self._wait_without_slot(pending, registered)
+        if self._slot is not None:
+            self._slot.awaiting(pending.round_id, sent_on_return)
+        try:
+            responses = await self._wait_without_slot(pending, registered)
+        finally:
+            if self._slot is not None:
+                self._slot.answered(pending.round_id)
         span.add_event("answered")
         # From here the answer may reach the server: the round no longer passes on.
         self._open_resumable = False
-        # An answer the harness sends on at once is recorded delivered with the
-        # start of its delivery: one commit, before it leaves.
-        await stored(
-            self._rounds.start_delivery,
-            pending.round_id,
-            self._lease.lease,
-            mark_delivered=sent_on_return,
-        )
+        if pending.round_id in self._started_early:
+            # The Respond's commit started the delivery (and, for an answer sent on
+            # at once, recorded it delivered), durable before the answer leaves.
+            self._started_early.discard(pending.round_id)
+        else:
+            # An answer the harness sends on at once is recorded delivered with the
+            # start of its delivery: one commit, before it leaves.
+            await stored(
+                self._rounds.start_delivery,
+                pending.round_id,
+                self._lease.lease,
+                mark_delivered=sent_on_return,
+            )
         self._delivering[pending.logical_operation_id] = pending.round_id
         if sent_on_return:
             self._delivered.add(pending.round_id)
@@ -553,6 +573,9 @@ class ManagedInputResolver:
                     if record.status is ManagedInputStatus.RESPONSE_VALIDATED:
                         assert record.responses is not None
                         return record.responses
+                    if self._delivery_started(record):
+                        assert record.responses is not None
+                        return record.responses
                     if record.status is not ManagedInputStatus.PENDING:
                         raise ManagedInputStateError(
                             f"round {round_id} left pending as {record.status.value}",
@@ -573,12 +596,25 @@ class ManagedInputResolver:
                 if (
                     isinstance(answered, ManagedInputRecord)
                     and answered.pending.round_id == round_id
-                    and answered.status is ManagedInputStatus.RESPONSE_VALIDATED
+                    and (
+                        answered.status is ManagedInputStatus.RESPONSE_VALIDATED
+                        or self._delivery_started(answered)
+                    )
                     and answered.responses is not None
                 ):
                     return answered.responses
             finally:
                 self._notifier.unregister(round_id, wake)
+
+    def _delivery_started(self, record: ManagedInputRecord) -> bool:
+        """A Respond here started the round's delivery for this worker with its answer
+        (only the round's lease holder moves it on from response_validated)."""
+        if record.status not in _STARTED:
+            return False
+        if record.lease is None or record.lease.owner_id != self._lease.lease.owner_id:
+            return False
+        self._started_early.add(record.pending.round_id)
+        return True
 
     async def _expire(self, pending: PendingElicitationRound) -> None:
         """Fail the round for its deadline, unless a response committed first."""
@@ -602,6 +638,10 @@ class ManagedInputResolver:
             f"round {pending.round_id} expired at its deadline {pending.deadline}",
             metadata={"round_id": pending.round_id, "execution_id": self._execution_id},
         )
+
+
+# Where a Respond's commit leaves a round whose delivery it started.
+_STARTED = (ManagedInputStatus.DELIVERY_STARTED, ManagedInputStatus.DELIVERED)
 
 
 def _completed(result: OperationResult) -> bool:

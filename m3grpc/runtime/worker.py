@@ -119,6 +119,9 @@ class WorkerPool:
         # a freed slot then needs no claim (an empty claim is a write transaction);
         # work queued elsewhere unheard is found by the poll, as before.
         self._queue_drained = False
+        # Rounds a worker here waits on for an answer: round_id -> (execution_id,
+        # whether the harness sends the answer on at once); see `early_delivery`.
+        self._awaiting: dict[str, tuple[str, bool]] = {}
         # Running executions claimed again after a release (they hold an adopted round).
         self._adopting: set[str] = set()
         # Slots held for executions this process submits and claims at their creation
@@ -220,6 +223,23 @@ class WorkerPool:
             self._freed()  # the held slot is free again
         if queued:
             self.wake()
+
+    def early_delivery(self, round_id: str) -> tuple[ManagedInputLease, bool] | None:
+        """For a Respond to the round: (the waiting worker's lease, mark_delivered) when
+        a worker here waits on it and could deliver at once (a free slot, a live
+        lease, not stopping), so the answer's commit starts the delivery too
+        (the store's `submit_responses_detailed(start_delivery=...)`); None: the
+        worker starts it after the answer, as it always could."""
+        entry = self._awaiting.get(round_id)
+        if entry is None or self._stopping or self._free() <= 0:
+            return None
+        execution_id, mark_delivered = entry
+        holder = self._leases.get(execution_id)
+        if holder is None or execution_id in self._stop_reasons:
+            return None
+        if holder.lease.expires_at <= self._store.now() + self._settings.lease_duration / 3:
+            return None  # due for renewal: the worker renews it before its delivery
+        return holder.lease, mark_delivered
 
     def cancel(self, execution_id: str) -> bool:
         """Cancel a running execution of this process at once; False if not here."""
@@ -743,6 +763,14 @@ class _Slot:
 
     def leave(self) -> None:
         self._pool._leave(self._execution_id)
+
+    def awaiting(self, round_id: str, sent_on_return: bool) -> None:
+        """The worker waits on the round's answer (see WorkerPool.early_delivery)."""
+        self._pool._awaiting[round_id] = (self._execution_id, sent_on_return)
+
+    def answered(self, round_id: str) -> None:
+        """The worker no longer waits on the round's answer."""
+        self._pool._awaiting.pop(round_id, None)
 
     async def resume(self) -> None:
         await self._pool._resume(self._execution_id)

@@ -21,7 +21,7 @@ import json
 import os
 import threading
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from functools import cached_property
 from typing import Any, Protocol, runtime_checkable
@@ -149,10 +149,20 @@ class ResponseSubmission:
     row: Mapping[Any, Any] = field(repr=False, compare=False)
     # The round as asked, when already built (the store's cache of them).
     pending: PendingElicitationRound | None = field(default=None, repr=False, compare=False)
+    # The round's row after the delivery its worker asked for started in the same
+    # transaction (submit_responses_detailed's `start_delivery`); None: not started.
+    started_row: Mapping[Any, Any] | None = field(default=None, repr=False, compare=False)
 
     @cached_property
     def record(self) -> ManagedInputRecord:
         return _record(self.row, self.pending)
+
+    @cached_property
+    def started_record(self) -> ManagedInputRecord | None:
+        """The round's record once its delivery started (None: it did not)."""
+        if self.started_row is None:
+            return None
+        return _record(self.started_row, self.pending)
 
 
 @runtime_checkable
@@ -412,10 +422,20 @@ class SqlManagedInputStore:
         *,
         idempotency_key: str,
         execution_id: str | None = None,
+        start_delivery: tuple[ManagedInputLease, bool] | None = None,
     ) -> ResponseSubmission:
         """submit_responses, also telling whether the call was an idempotent replay.
 
-        With `execution_id`, the round must belong to that execution."""
+        With `execution_id`, the round must belong to that execution.
+
+        `start_delivery` (the waiting worker's lease, and `mark_delivered` as for
+        `start_delivery`): that worker is in this process and free to deliver at
+        once, so the answer's delivery starts in the same transaction, after the
+        answer is stored (the worker's own move and checks; a refusal leaves the
+        answer stored and the delivery to the worker): one commit, durable before
+        the caller's acknowledgement and before the answer leaves. The
+        submission's status stays the answer's (response_validated);
+        `started_record` is the round after the delivery started."""
         require_identifier(round_id, "round_id")
         require_identifier(idempotency_key, "idempotency_key")
         answer = coerce_responses(responses)
@@ -468,7 +488,18 @@ class SqlManagedInputStore:
                 response_digest=digest,
                 response_validated_at=now,
             )
-            return _submission({**written, "responses": document}, replayed=False, pending=pending)
+            answered = {**written, "responses": document}
+            submission = _submission(answered, replayed=False, pending=pending)
+            if start_delivery is None:
+                return submission
+            lease, mark_delivered = start_delivery
+            steps = (_START_DELIVERY, *((_MARK_DELIVERED,) if mark_delivered else ()))
+            try:
+                # Every check runs before the first write: a refusal leaves nothing behind.
+                started = self._move(conn, round_id, lease, steps)
+            except (ManagedInputStateError, ManagedInputConflict):
+                return submission
+            return replace(submission, started_row={**started, "responses": document})
 
     # -- worker transitions (compare-and-set on owner_id + lease_token) -------
 

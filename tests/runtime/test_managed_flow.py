@@ -355,9 +355,10 @@ def test_round_limit_exceeded_fails_the_operation(
 def test_the_last_round_resolves_in_the_finish_commit(
     store: SQLiteExecutionStore, variant: str
 ) -> None:
-    """From the round's pending to the result, three commits append events: the
-    answer, the start of its delivery, and the finish, which resolves the last
-    round in the same transaction (before, its resolve committed on its own)."""
+    """From the round's pending to the result, two commits append events: the
+    answer, which also starts its delivery (the worker waits here with a free slot),
+    and the finish, which resolves the last round in the same transaction (before,
+    each of the four committed on its own)."""
     # A long lease: no heartbeat renewal lands between (it appends no event anyway).
     with MCPTestKit(store=store, env={}, lease_seconds=600) as kit:
         handle = submit_tool(kit, "shipping:book_shipment", variant=variant)
@@ -369,9 +370,10 @@ def test_the_last_round_resolves_in_the_finish_commit(
         )
         result = handle.result(timeout=120)
         assert result.outcome is ExecutionOutcome.SUCCEEDED
-        assert len(commits) == 3
+        assert len(commits) == 2
     record = store.managed_input_store.get_round(pending.round_id)
     assert record.status is ManagedInputStatus.RESOLVED and record.delivered_at is not None
+    assert record.delivery_attempts == 1
     assert store.operation_results(handle.execution_id) == list(result.operations)
     events = store.read_events(after_seq=0, execution_id=handle.execution_id)
     assert [(e.kind.value, e.status) for e in events][-2:] == [

@@ -373,6 +373,70 @@ def test_finish_settling_a_round_resolve_refuses_finishes_and_keeps_the_operatio
     assert execution_store.get_state(other_id).lifecycle is not ExecutionStatus.FINISHED
 
 
+@pytest.mark.parametrize("mark_delivered", [False, True])
+def test_an_answer_starts_its_delivery_in_its_commit_for_the_waiting_worker(
+    execution_store: SqlExecutionStore, clock: ManualClock, mark_delivered: bool
+) -> None:
+    """`start_delivery`: the answer is stored, then the worker's start_delivery (and
+    mark_delivered) move runs in the same commit; the submission reports the answer."""
+    execution_id = execution_store.create_execution({}, human_input="managed").state.execution_id
+    claimed = execution_store.claim_next(owner_id="w", lease_duration=LEASE)
+    assert claimed is not None
+    rounds_store = execution_store.managed_input_store
+    pending = make_round(execution_id, clock)
+    rounds_store.create_round(pending, lease=claimed.lease)
+    commits: list[None] = []
+    execution_store.add_commit_listener(lambda: commits.append(None))
+    before = execution_store.last_event_seq()
+    submission = rounds_store.submit_responses_detailed(
+        pending.round_id,
+        ACCEPT,
+        idempotency_key="k",
+        start_delivery=(claimed.lease, mark_delivered),
+    )
+    assert len(commits) == 1
+    assert submission.status is ManagedInputStatus.RESPONSE_VALIDATED and not submission.replayed
+    started = submission.started_record
+    target = ManagedInputStatus.DELIVERED if mark_delivered else ManagedInputStatus.DELIVERY_STARTED
+    assert started is not None and started.status is target
+    assert started.responses == ACCEPT and started.delivery_attempts == 1
+    assert rounds_store.get_round(pending.round_id).status is target
+    assert execution_store.get_state(execution_id).lifecycle is ExecutionStatus.RUNNING
+    statuses = [e.status for e in execution_store.read_events(after_seq=before)]
+    assert statuses == ["response_validated", "delivery_started"] + (
+        ["delivered"] if mark_delivered else []
+    )
+    # A replay reports the round as it is now, and starts nothing again.
+    again = rounds_store.submit_responses_detailed(
+        pending.round_id, ACCEPT, idempotency_key="k", start_delivery=(claimed.lease, False)
+    )
+    assert again.replayed and again.started_record is None and again.status is target
+
+
+def test_an_answer_whose_delivery_may_not_start_is_stored_all_the_same(
+    execution_store: SqlExecutionStore, clock: ManualClock
+) -> None:
+    """A stale worker lease refuses the delivery's start, not the answer."""
+    execution_id = execution_store.create_execution({}, human_input="managed").state.execution_id
+    claimed = execution_store.claim_next(owner_id="w", lease_duration=LEASE)
+    assert claimed is not None
+    rounds_store = execution_store.managed_input_store
+    pending = make_round(execution_id, clock)
+    rounds_store.create_round(pending, lease=claimed.lease)
+    submission = rounds_store.submit_responses_detailed(
+        pending.round_id,
+        ACCEPT,
+        idempotency_key="k",
+        start_delivery=(make_lease(clock, owner_id="w"), False),
+    )
+    assert submission.status is ManagedInputStatus.RESPONSE_VALIDATED
+    assert submission.started_record is None
+    record = rounds_store.get_round(pending.round_id)
+    assert record.status is ManagedInputStatus.RESPONSE_VALIDATED and record.responses == ACCEPT
+    # The worker starts it itself, as before.
+    assert rounds_store.start_delivery(pending.round_id, claimed.lease).delivery_attempts == 1
+
+
 def _succeeded(execution_id: str, clock: ManualClock) -> ExecutionResult:
     return ExecutionResult(
         execution_id=execution_id,
