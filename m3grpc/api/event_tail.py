@@ -33,7 +33,7 @@ import logging
 from collections import OrderedDict
 from collections.abc import Iterator
 
-from m3grpc.runtime import OwnedEvent, Runtime, StoredEvent
+from m3grpc.runtime import EventKind, OwnedEvent, Runtime, StoredEvent
 
 log = logging.getLogger(__name__)
 
@@ -60,8 +60,10 @@ class EventTail:
         self._handed: list[list[StoredEvent]] = []
         self._principals: OrderedDict[str, str | None] = OrderedDict()
         self._loop: asyncio.AbstractEventLoop | None = None
-        # Reads of the log (the start's position read not counted).
+        # Reads of the log (the start's position read not counted), and how many
+        # times the buffer's advance woke the streams.
         self.log_reads = 0
+        self.stream_wakes = 0
 
     @contextlib.contextmanager
     def reading(self) -> Iterator[None]:
@@ -205,9 +207,15 @@ class EventTail:
             drop = len(self._events) - self._keep
             self._floor = self._seqs[drop - 1]
             del self._seqs[:drop], self._events[:drop]
-        self._wake_streams()
+        # round_changed events are internal: a stream would only move its position
+        # past them, and it does so when it next wakes for an event it sends. Those
+        # commits (the delivery's start, the round's resolve) no longer wake every
+        # stream ahead of the worker, which waits on the same loop to go on.
+        if any(owned.event.kind is not EventKind.ROUND_CHANGED for owned in page):
+            self._wake_streams()
 
     def _wake_streams(self) -> None:
+        self.stream_wakes += 1
         advanced, self._advanced = self._advanced, None
         if advanced is not None:
             advanced.set_result(None)

@@ -73,6 +73,11 @@ class PendingWatch:
         """How many times the shared reader has read the event log."""
         return self._shared.tail.log_reads
 
+    @property
+    def stream_wakes(self) -> int:
+        """How many times the shared reader's buffer advance woke the streams."""
+        return self._shared.tail.stream_wakes
+
     def learn_principal(self, execution_id: str, principal: str | None) -> None:
         """A Submit of this process stored `execution_id` for `principal`: the shared
         reader then takes the execution's events as committed, without a read."""
