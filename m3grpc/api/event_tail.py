@@ -11,6 +11,17 @@ touching the store.
 A stream whose position is older than the buffer (a cursor from long ago, or a
 stream that started before the reader did) reads the store itself until it
 reaches the buffer. The reader runs only while a stream is open.
+
+On SQLite the store hands over the events each commit of this process appended
+(with their sequence numbers; a group-commit member rolled back to its savepoint
+hands over none), before that commit's wake-up: they join the buffer without a
+read when they follow its head with no gap and each execution's principal is
+known (learnt from earlier reads of the log and from this process's Submits).
+Anything else reads the log as before: a gap (another process's events, or two
+commits' hand-overs in the other order), an execution of unknown principal, a
+wake-up without a hand-over, or other processes being heard (their wake-ups
+coincide with ours). Over gRPC that read ran on a store thread while the answer
+a Respond had just made durable was starting its delivery.
 """
 
 from __future__ import annotations
@@ -19,13 +30,16 @@ import asyncio
 import bisect
 import contextlib
 import logging
+from collections import OrderedDict
 from collections.abc import Iterator
 
-from m3grpc.runtime import OwnedEvent, Runtime, StoredEvent
+from m3grpc.runtime import EventKind, OwnedEvent, Runtime, StoredEvent
 
 log = logging.getLogger(__name__)
 
 _PAGE = 500
+# Executions' principals remembered for hand-overs (an unknown one reads the log).
+_PRINCIPALS = 8192
 
 
 class EventTail:
@@ -41,13 +55,25 @@ class EventTail:
         self._advanced: asyncio.Future[None] | None = None
         self._readers = 0
         self._task: asyncio.Task[None] | None = None
+        # What commits of this process handed over, not yet in the buffer (one list
+        # per commit, in seq order), and every execution's principal known here.
+        self._handed: list[list[StoredEvent]] = []
+        self._principals: OrderedDict[str, str | None] = OrderedDict()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        # Reads of the log (the start's position read not counted), and how many
+        # times the buffer's advance woke the streams.
+        self.log_reads = 0
+        self.stream_wakes = 0
 
     @contextlib.contextmanager
     def reading(self) -> Iterator[None]:
         """While inside, the log is read: a stream holds this for its lifetime."""
         self._readers += 1
+        if self._loop is None:
+            self._loop = asyncio.get_running_loop()
+            self._runtime.store.add_appended_listener(self._appended)
         if self._task is None or self._task.done():
-            self._task = asyncio.create_task(self._loop(), name="m3-event-tail")
+            self._task = asyncio.create_task(self._run(), name="m3-event-tail")
         try:
             yield
         finally:
@@ -58,6 +84,15 @@ class EventTail:
                 self._task = None
                 self._floor = self._head = None
                 self._seqs, self._events = [], []
+                self._handed = []
+
+    def learn_principal(self, execution_id: str, principal: str | None) -> None:
+        """`execution_id` belongs to `principal` (None: no principal), as stored: a
+        Submit of this process says so, so the execution's events need no read."""
+        self._principals[execution_id] = principal
+        self._principals.move_to_end(execution_id)
+        if len(self._principals) > _PRINCIPALS:
+            self._principals.popitem(last=False)
 
     @property
     def floor(self) -> int | None:
@@ -94,7 +129,41 @@ class EventTail:
                 break
         return found, position
 
-    async def _loop(self) -> None:
+    def _appended(self, events: list[StoredEvent]) -> None:
+        """A commit's events, on the committing thread: queued on the loop ahead of
+        the commit's wake-up (the store calls this listener first)."""
+        loop = self._loop
+        if self._readers and loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self._take_handed, events)
+
+    def _take_handed(self, events: list[StoredEvent]) -> None:
+        if self._head is not None:  # else reading starts from the log's end anyway
+            self._handed.append(events)
+
+    def _from_handed(self) -> bool:
+        """Moves what was handed over into the buffer while it follows the head; True
+        if the log needs no read (everything handed over joined, nobody else writes)."""
+        batches, self._handed = self._handed, []
+        head = self._head
+        assert head is not None
+        page: list[OwnedEvent] = []
+        joined = True
+        for batch in batches:
+            for event in batch:
+                if event.seq <= head:
+                    continue  # already read from the log
+                if event.seq != head + 1 or event.execution_id not in self._principals:
+                    joined = False  # a gap, or whose it is is unknown: read the log
+                    break
+                page.append(OwnedEvent(event, self._principals[event.execution_id]))
+                head = event.seq
+            if not joined:
+                break
+        if page:
+            self._extend(page)
+        return joined and not self._runtime.notifier.hears_other_processes
+
+    async def _run(self) -> None:
         failing = False
         while True:
             with self._runtime.events_waiter() as wake:
@@ -114,13 +183,23 @@ class EventTail:
                 await asyncio.wait({wake}, timeout=self._runtime.poll_interval(self._poll_interval))
 
     async def _read(self) -> bool:
-        """Reads one page after the head; True if it was full."""
+        """Takes what was handed over, else reads one page after the head; True if
+        the page was full."""
         if self._head is None:
             self._head = self._floor = await self._runtime.last_event_seq()
             self._wake_streams()
+        if self._handed and self._from_handed():
+            return False
+        self.log_reads += 1
         page = await self._runtime.owned_events_after(self._head, limit=_PAGE)
         if not page:
             return False
+        for owned in page:
+            self.learn_principal(owned.event.execution_id, owned.principal)
+        self._extend(page)
+        return len(page) == _PAGE
+
+    def _extend(self, page: list[OwnedEvent]) -> None:
         self._seqs.extend(owned.event.seq for owned in page)
         self._events.extend(page)
         self._head = page[-1].event.seq
@@ -128,10 +207,15 @@ class EventTail:
             drop = len(self._events) - self._keep
             self._floor = self._seqs[drop - 1]
             del self._seqs[:drop], self._events[:drop]
-        self._wake_streams()
-        return len(page) == _PAGE
+        # round_changed events are internal: a stream would only move its position
+        # past them, and it does so when it next wakes for an event it sends. Those
+        # commits (the delivery's start, the round's resolve) no longer wake every
+        # stream ahead of the worker, which waits on the same loop to go on.
+        if any(owned.event.kind is not EventKind.ROUND_CHANGED for owned in page):
+            self._wake_streams()
 
     def _wake_streams(self) -> None:
+        self.stream_wakes += 1
         advanced, self._advanced = self._advanced, None
         if advanced is not None:
             advanced.set_result(None)

@@ -57,10 +57,13 @@ class ExecutionService(execution_service_pb2_grpc.ExecutionServiceServicer):
             document, human_input = _submission(request, self._bindings)
         # Violations the model layer finds name model fields; guard maps them to
         # request paths.
+        principal = principal_name()
         created = await self._runtime.submit(
-            document, human_input, request_id=request.request_id or None, principal=principal_name()
+            document, human_input, request_id=request.request_id or None, principal=principal
         )
         state = created.state
+        # A replayed request_id is scoped to its principal: the execution is theirs.
+        self._watch.learn_principal(state.execution_id, principal)
         return pb.SubmitResponse(
             execution_id=state.execution_id, state=messages.state_message(state)
         )

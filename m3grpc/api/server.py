@@ -125,6 +125,8 @@ class RunningService:
     # Flushes and stops trace export (`[tracing]` enabled).
     stop_tracing: Callable[[], None] | None = None
     inbox: InboxServer | None = None
+    # WatchPending's streams and their one reader of the event log.
+    watch: PendingWatch | None = None
 
     async def stop(self, grace: float) -> None:
         """Stop accepting calls; in-flight calls and executions get `grace` seconds."""
@@ -283,6 +285,7 @@ async def start_service(
         metrics_address=metrics_bound,
         stop_tracing=stop_tracing,
         inbox=inbox,
+        watch=watch,
     )
 
 

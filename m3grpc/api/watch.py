@@ -68,6 +68,21 @@ class PendingWatch:
         tail = EventTail(runtime, poll_interval=poll_interval, keep=buffered_events)
         self._shared = _Shared(tail, shutdown)
 
+    @property
+    def log_reads(self) -> int:
+        """How many times the shared reader has read the event log."""
+        return self._shared.tail.log_reads
+
+    @property
+    def stream_wakes(self) -> int:
+        """How many times the shared reader's buffer advance woke the streams."""
+        return self._shared.tail.stream_wakes
+
+    def learn_principal(self, execution_id: str, principal: str | None) -> None:
+        """A Submit of this process stored `execution_id` for `principal`: the shared
+        reader then takes the execution's events as committed, without a read."""
+        self._shared.tail.learn_principal(execution_id, principal)
+
     async def stream(
         self, execution_id: str, token: str, principal: str | None = None
     ) -> AsyncIterator[WatchEvent]:

@@ -36,7 +36,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 from weakref import WeakKeyDictionary
 
 import sqlalchemy as sa
@@ -53,6 +53,7 @@ from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from sqlalchemy.pool import PoolProxiedConnection, QueuePool
 
 from m3grpc.errors import ConflictKind, ManagedInputConflict, StorageUnavailableError
+from m3grpc.storage import appended
 from m3grpc.storage.group_commit import GroupCommit, GroupFailed
 from m3grpc.storage.schema import metadata
 from m3grpc.storage.schema_version import (
@@ -62,6 +63,9 @@ from m3grpc.storage.schema_version import (
     read_schema_status,
     stamp,
 )
+
+if TYPE_CHECKING:
+    from m3grpc.storage.events import StoredEvent
 
 log = logging.getLogger(__name__)
 
@@ -229,6 +233,25 @@ def remove_events_listener(engine: Engine, listener: CommitListener) -> None:
         listeners.remove(listener)
 
 
+# Called with the events a committed write transaction appended (SQLite), before
+# the events listeners, so what they wake finds the events handed over already.
+AppendedListener = Callable[[list["StoredEvent"]], None]
+_APPENDED_LISTENERS: WeakKeyDictionary[Engine, list[AppendedListener]] = WeakKeyDictionary()
+
+
+def add_appended_listener(engine: Engine, listener: AppendedListener) -> None:
+    """Call `listener` with the events (in `seq` order) of every committed write
+    transaction on `engine` that appended some, on the committing thread; on
+    SQLite only (elsewhere it is never called: read the log). Quick, never raising."""
+    _APPENDED_LISTENERS.setdefault(engine, []).append(listener)
+
+
+def remove_appended_listener(engine: Engine, listener: AppendedListener) -> None:
+    listeners = _APPENDED_LISTENERS.get(engine, [])
+    if listener in listeners:
+        listeners.remove(listener)
+
+
 def add_commit_listener(engine: Engine, listener: CommitListener) -> None:
     """Call `listener` after every committed write transaction on `engine`.
 
@@ -255,10 +278,14 @@ def queued_writers(engine: Engine) -> int:
 
 def _committed(engine: Engine, conn: Connection) -> None:
     """After a commit on `conn` (its connection info still holds the events mark)."""
-    appended = conn.info.pop(_EVENTS_APPENDED, False)
+    appended_any = conn.info.pop(_EVENTS_APPENDED, False)
+    events = appended.take(conn)
+    if events:
+        for handed in _APPENDED_LISTENERS.get(engine, ()):
+            handed(events)
     for listener in _COMMIT_LISTENERS.get(engine, ()):
         listener()
-    if appended:
+    if appended_any:
         for listener in _EVENTS_LISTENERS.get(engine, ()):
             listener()
 
@@ -271,6 +298,7 @@ def _begin_write(
     conn = engine.connect() if held is None else Connection(engine, connection=held)
     try:
         conn.info.pop(_EVENTS_APPENDED, None)  # left by a transaction that rolled back
+        appended.take(conn)
         _sqlite_begin(conn, write=True)
         return conn, conn.begin()
     except BaseException:
@@ -299,6 +327,7 @@ def write_transaction(engine: Engine) -> Iterator[Connection]:
         else:
             with engine.connect() as conn:
                 conn.info.pop(_EVENTS_APPENDED, None)  # left by a transaction that rolled back
+                appended.take(conn)
                 with conn.begin():
                     yield conn
                 _committed(engine, conn)

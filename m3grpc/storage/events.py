@@ -10,9 +10,10 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Row
 
+from m3grpc.storage import appended
 from m3grpc.storage.changes import Change, announce
 from m3grpc.storage.engine import note_events_appended
-from m3grpc.storage.schema import events, executions
+from m3grpc.storage.schema import events, executions, from_micros, to_micros
 from m3grpc.storage.statements import INSERT_EVENT
 
 # Held until commit on PostgreSQL so that sequence order equals commit order:
@@ -65,7 +66,7 @@ def append_event(
     this process's events listeners are called after the commit."""
     if conn.dialect.name == "postgresql":
         conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": _EVENT_LOCK_KEY})
-    INSERT_EVENT.execute(
+    seq = INSERT_EVENT.insert_rowid(
         conn,
         {
             "kind": kind.value,
@@ -75,6 +76,9 @@ def append_event(
             "created_at": created_at,
         },
     )
+    if seq is not None:  # SQLite: handed to this process's reader after the commit
+        stored_at = from_micros(to_micros(created_at))  # as a read would return it
+        appended.note(conn, StoredEvent(seq, kind, execution_id, round_id, status, stored_at))
     announce(conn, Change(kind.value, execution_id, round_id))
     note_events_appended(conn)  # its commit wakes this process's readers of the log
 

@@ -41,11 +41,13 @@ from m3grpc.storage.clock import Clock, checked_clock, read_clock
 from m3grpc.storage.encryption import ResponseCipher
 from m3grpc.storage.engine import (
     SQLiteSynchronous,
+    add_appended_listener,
     add_commit_listener,
     add_events_listener,
     create_store_engine,
     dispose_engine,
     read_transaction,
+    remove_appended_listener,
     remove_commit_listener,
     remove_events_listener,
     write_transaction,
@@ -255,6 +257,15 @@ class SqlExecutionStore:
 
     def remove_events_listener(self, listener: Callable[[], None]) -> None:
         remove_events_listener(self._engine, listener)
+
+    def add_appended_listener(self, listener: Callable[[list[StoredEvent]], None]) -> None:
+        """Call `listener` with the events of every write this process commits that
+        appended some, in `seq` order, on the committing thread, before the events
+        listeners; SQLite only (elsewhere never: read the log)."""
+        add_appended_listener(self._engine, listener)
+
+    def remove_appended_listener(self, listener: Callable[[list[StoredEvent]], None]) -> None:
+        remove_appended_listener(self._engine, listener)
 
     def change_listener(
         self, on_change: Callable[[Change], None], on_live: Callable[[bool], None]

@@ -37,6 +37,8 @@ from sqlalchemy.engine import Connection, Engine, RootTransaction
 from sqlalchemy.engine.interfaces import DBAPIConnection
 from sqlalchemy.pool import PoolProxiedConnection
 
+from m3grpc.storage import appended
+
 # At most this many writes share a transaction: the first of them waits for all
 # the others' work before its commit, and other processes wait for the whole group
 # through their busy timeout.
@@ -139,10 +141,13 @@ class GroupCommit:
                 # Straight to the driver: SQLAlchemy's savepoints cost more than the write.
                 driver = _driver(group.conn)
                 driver.execute("SAVEPOINT m3_write")
+                events_before = appended.mark(group.conn)
                 try:
                     yield group.conn
                 except BaseException as exc:
                     own_error = exc
+                    # Its events are undone too: the next member reuses their seqs.
+                    appended.drop_after(group.conn, events_before)
                     driver.execute("ROLLBACK TO m3_write")
                 driver.execute("RELEASE m3_write")
         except BaseException as exc:

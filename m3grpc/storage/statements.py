@@ -130,6 +130,17 @@ class Prepared:
         finally:
             cursor.close()
 
+    def insert_rowid(self, conn: Connection, params: Mapping[str, Any]) -> int | None:
+        """Run an INSERT of one row; its row ID on SQLite (None elsewhere)."""
+        if conn.dialect.driver != "pysqlite":
+            conn.execute(self.statement, params)
+            return None
+        _, cursor = self._run(conn, params)
+        try:
+            return int(cursor.lastrowid)
+        finally:
+            cursor.close()
+
     def _run(self, conn: Connection, params: Mapping[str, Any]) -> tuple[_Compiled, Any]:
         dialect = conn.dialect
         last = self._last

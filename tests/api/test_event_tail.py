@@ -241,3 +241,59 @@ def test_what_this_process_committed_is_sent_without_reading_it_back(tmp_path: P
         live = asyncio.run(asyncio.wait_for(live_run(url), 180))
         replayed = asyncio.run(asyncio.wait_for(read_back(url), 180))
     assert replayed == live
+
+
+def test_this_process_commits_join_the_buffer_without_reading_the_log(tmp_path: Path) -> None:
+    # On SQLite the store hands over what each commit of this process appended: the
+    # log is read when the reader starts and once per execution, to learn whose it
+    # is (the kit submits without telling the reader); every later event of it is
+    # taken as handed over. Streams still get every event they may see.
+    async def scenario(url: str) -> None:
+        async with watching(tmp_path, url) as (kit, binding, watch, shutdown):
+            live = Reader(watch.stream("", ""))
+            stranger = Reader(watch.stream("", "", principal="someone-else"))
+            await until(lambda: watch.active == 2, "the streams to open")
+            executions = [await run_execution(kit, binding) for _ in range(3)]
+            await until(lambda: ("finished", executions[-1]) in live.keys, "the last finish")
+            for execution_id in executions:
+                mine = expected_keys(execution_id, live.keys)
+                assert [k[0] for k in mine] == ["pending", "left", "pending", "left", "finished"]
+            # Each execution commits 5 events and more round changes; read back one by
+            # one, the reader would read the log after every one of those commits.
+            assert watch.log_reads == 1 + len(executions)
+            assert stranger.events == []
+            shutdown.set()
+            await asyncio.wait_for(asyncio.gather(live.task, stranger.task), 30)
+
+    with http_mcp_server("shipping", "legacy") as url:
+        asyncio.run(asyncio.wait_for(scenario(url), 180))
+
+
+def test_internal_round_changes_wake_no_stream(tmp_path: Path) -> None:
+    # A round's delivery and resolve commit round_changed events, which no stream
+    # sends: they advance the shared buffer without waking the streams (which skip
+    # them when an event they send wakes them), so only the events sent wake them.
+    async def scenario(url: str) -> None:
+        async with watching(tmp_path, url) as (kit, binding, watch, shutdown):
+            live = Reader(watch.stream("", ""))
+            await until(lambda: watch.active == 1, "the stream to open")
+            woken = watch.stream_wakes
+            executions = [await run_execution(kit, binding) for _ in range(2)]
+            await until(lambda: ("finished", executions[-1]) in live.keys, "the last finish")
+            sent = len(live.keys)
+            assert sent == 10  # per execution: 2 x (pending, left), finished
+            # At most one wake per event sent (some commits' events share one), and
+            # the reader's start.
+            assert watch.stream_wakes - woken <= sent + 1
+            # The position still moves past them: a resumed stream from the last
+            # cursor gets nothing more.
+            resumed = Reader(watch.stream("", live.events[-1].cursor))
+            executions.append(await run_execution(kit, binding))
+            await until(lambda: ("finished", executions[-1]) in resumed.keys, "the third")
+            await until(lambda: ("finished", executions[-1]) in live.keys, "the third, live")
+            assert resumed.keys == live.keys[sent:]
+            shutdown.set()
+            await asyncio.wait_for(asyncio.gather(live.task, resumed.task), 30)
+
+    with http_mcp_server("shipping", "legacy") as url:
+        asyncio.run(asyncio.wait_for(scenario(url), 180))
