@@ -90,7 +90,8 @@ class PostDispatcher:
         self._transport = StreamableHTTPTransport(url)
         self._http = http_client
         self._next_id = 0
-        self._in_flight: set[RequestId] = set()
+        # The requests in flight, by coerced id (their responses' sinks).
+        self._exchanges: dict[RequestId, _Exchange] = {}
         self._on_request: OnRequest | None = None
         self._on_notify: OnNotify | None = None
         self._intercept: OnNotifyIntercept | None = None
@@ -138,7 +139,7 @@ class PostDispatcher:
         request_id = opts.get("request_id")
         if request_id is None:
             request_id = self._mint_id()
-        elif coerce_request_id(request_id) in self._in_flight:
+        elif coerce_request_id(request_id) in self._exchanges:
             raise ValueError(f"request id {request_id!r} is already in flight")
         out_params = dict(params) if params is not None else {}
         out_meta = dict(out_params.get("_meta") or {})
@@ -148,7 +149,10 @@ class PostDispatcher:
         target = out_params.get("name")
         span_name = f"MCP send {method}{f' {target}' if isinstance(target, str) else ''}"
         key = coerce_request_id(request_id)
-        self._in_flight.add(key)
+        exchange = _Exchange(self, request_id, on_progress)
+        self._exchanges[key] = exchange
+        timeout = opts.get("timeout")
+        cancelled = True
         try:
             with otel_span(
                 span_name,
@@ -172,14 +176,19 @@ class PostDispatcher:
                 elif headers and (version := headers.get(MCP_PROTOCOL_VERSION_HEADER)):
                     # Also what this session's answers and notifications carry.
                     self._transport._protocol_version_header = version
-                exchange = _Exchange(self, request_id, on_progress)
-                timeout = opts.get("timeout")
                 with anyio.fail_after(timeout) if timeout is not None else nullcontext():
                     await self._post(message, headers, exchange)
+                cancelled = False
         except TimeoutError:
+            await self._abandoned(request_id, f"timed out after {timeout}s", shield=False)
             raise MCPError(code=REQUEST_TIMEOUT, message=f"Request {method!r} timed out") from None
+        except anyio.get_cancelled_exc_class():
+            await self._abandoned(request_id, "caller cancelled", shield=True)
+            raise
         finally:
-            self._in_flight.discard(key)
+            if self._exchanges.get(key) is exchange:
+                del self._exchanges[key]
+            await self._ended(exchange, cancelled=cancelled)
         outcome = exchange.outcome
         if outcome is None:
             raise MCPError(
@@ -205,11 +214,15 @@ class PostDispatcher:
             if params
             else JSONRPCNotification(jsonrpc="2.0", method=method)
         )
-        await self._post_quietly(message, (opts or {}).get("headers"))
+        headers = (opts or {}).get("headers")
+        if headers and (stamped := headers.get(MCP_PROTOCOL_VERSION_HEADER)):
+            # As the SDK's transport: what later answers and the GET stream carry.
+            self._transport._protocol_version_header = stamped
+        await self._post_quietly(message, headers)
 
     def _mint_id(self) -> int:
         self._next_id += 1
-        while self._next_id in self._in_flight:
+        while self._next_id in self._exchanges:
             self._next_id += 1
         return self._next_id
 
@@ -230,7 +243,7 @@ class PostDispatcher:
         try:
             await self._transport._handle_post_request(context)
         except Exception as exc:  # httpx2.TransportError and anything else one POST raises
-            if not isinstance(message, JSONRPCRequest):
+            if not isinstance(message, JSONRPCRequest) or self._raises_transport_errors():
                 raise
             reason = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
             if not isinstance(exc, httpx2.TransportError):
@@ -255,6 +268,27 @@ class PostDispatcher:
         except Exception:
             name = type(message).__name__
             logger.warning("could not send %s to the MCP server", name, exc_info=True)
+
+    # Hooks for a session with state on the server (`contained_session`); at 2026-07-28
+    # closing a request's response stream is all there is to abandoning it, and what the
+    # server sends on it is handled in order, in the caller's task.
+
+    def _raises_transport_errors(self) -> bool:
+        """Whether a request's failed POST raises its error (rather than failing the
+        request `CONNECTION_CLOSED`)."""
+        return False
+
+    async def _abandoned(self, request_id: RequestId, reason: str, *, shield: bool) -> None:
+        """The caller stopped waiting for `request_id` (its POST is closed)."""
+
+    async def _ended(self, exchange: _Exchange, *, cancelled: bool) -> None:
+        """`exchange`'s POST is over (`cancelled`: its caller was cancelled)."""
+
+    async def _on_server_request(
+        self, request: JSONRPCRequest, metadata: MessageMetadata, exchange: _Exchange
+    ) -> None:
+        """A request the server sent on `exchange`'s response stream."""
+        await self._answer(request, metadata)
 
     async def _answer(self, request: JSONRPCRequest, metadata: MessageMetadata) -> None:
         """Run the session's handler for a request the server sent on a response
@@ -307,6 +341,9 @@ class _Exchange(_Sink):
         self._key = coerce_request_id(request_id)
         self._on_progress = on_progress
         self.outcome: dict[str, Any] | ErrorData | None = None
+        # The handlers of requests the server sent on this response, where they run in
+        # tasks of their own (`contained_session`).
+        self.handlers: list[Any] = []
 
     async def send(self, item: SessionMessage | Exception) -> None:
         if isinstance(item, Exception):
@@ -325,7 +362,7 @@ class _Exchange(_Sink):
             await self._progress(message)
             await self._dispatcher._notified(message, item.metadata)
         else:
-            await self._dispatcher._answer(message, item.metadata)
+            await self._dispatcher._on_server_request(message, item.metadata, self)
 
     def _answers(self, request_id: RequestId | None) -> bool:
         if (

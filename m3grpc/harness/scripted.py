@@ -91,7 +91,6 @@ from mcp import Client, MCPError, StdioServerParameters
 from mcp.client import Transport
 from mcp.client.session import ClientRequestContext, IncomingMessage
 from mcp.client.stdio import stdio_client
-from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import UrlElicitationRequiredError
 from mcp_types import (
     CONNECTION_CLOSED as MCP_CONNECTION_CLOSED,
@@ -155,6 +154,7 @@ from m3grpc.harness.base import (
     operation_id,
 )
 from m3grpc.harness.contained_http import PostDispatcher
+from m3grpc.harness.contained_session import SessionDispatcher
 from m3grpc.harness.diagnostics import StderrTail, connect_failure, connection_lost
 from m3grpc.harness.http_clients import HttpClients, binding_key
 from m3grpc.harness.mcp_convert import domain_request, dump_result, elicit_results
@@ -527,7 +527,8 @@ class _Run:
                 stack.callback(lease.release)
                 self._lease = lease
                 return lease.client
-        target: StdioServerParameters | Transport
+        target: StdioServerParameters | Transport | str
+        dispatcher: SessionDispatcher | None = None
         if isinstance(server, StdioServer):
             parameters = StdioServerParameters(
                 command=server.command, args=list(server.args), env=dict(server.env), cwd=server.cwd
@@ -540,7 +541,9 @@ class _Run:
             # The session's own client (on the process's shared SSL context, if it needs one).
             http = self._http.client(server.headers, url=server.url)
             await stack.enter_async_context(http)
-            target = streamable_http_client(server.url, http_client=http)
+            # Each request one POST from its caller's task (see contained_session).
+            dispatcher = SessionDispatcher(server.url, http)
+            target = server.url
         mode: str = server.protocol
         prior: DiscoverResult | None = None
         if server.protocol == MRTR_PROTOCOL:
@@ -550,7 +553,7 @@ class _Run:
             # once the server has answered discover, later sessions adopt that answer.
             prior = self._known_discover()
             mode = MRTR_PROTOCOL if prior is not None else "auto"
-        client = _task_client(target, mode, prior, self, self._client_info)
+        client = _task_client(target, mode, prior, self, self._client_info, dispatcher=dispatcher)
         try:
             entered = await stack.enter_async_context(client)
         finally:
