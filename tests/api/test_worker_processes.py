@@ -1,8 +1,12 @@
 """`workers.processes = 2`: `m3grpc serve` runs a second, worker-only process on
 the same database. Both claim work, and when the second one dies (SIGKILL) with
 paused executions, recovery hands its 2026-07-28 rounds to the service's own
-workers: every execution still finishes once, answered. Black-box; every wait is
-a bounded loop, nothing asserts on elapsed time.
+workers: every execution still finishes once, answered. The two wake each other
+(m3grpc/runtime/local_wakes.py): with polling all but off, a Submit reaches the
+worker process, its pending round reaches a WatchPending stream on the service,
+the service's Respond resumes it and its finish ends a Result wait, each within
+a bound far below any polling interval (a bound on a wait, not a timing).
+Black-box; every wait is a bounded loop, nothing asserts on elapsed time.
 """
 
 from __future__ import annotations
@@ -13,9 +17,11 @@ import sqlite3
 import time
 from pathlib import Path
 
-from m3grpc.wire.gen.m3.v1 import execution_pb2
+import grpc
 
-from .conftest import ServerProcess
+from m3grpc.wire.gen.m3.v1 import execution_pb2, execution_service_pb2
+
+from .conftest import ServerProcess, Stubs
 from .test_round_resume import assert_resumed_once, resume_config, submit_ledger
 
 EXECUTIONS = 6
@@ -98,6 +104,76 @@ def test_two_processes_share_work_and_recover_a_dead_ones(tmp_path: Path) -> Non
         # The survivor answered its own rounds in the sessions that asked; every
         # round of the dead one was retried in a new session elsewhere.
         assert sorted(moved.values(), key=sorted) == [{False}, {True}], moved
+    finally:
+        stubs.close()
+        assert service.terminate() == 0
+
+
+# Polling all but off: the workers', the waits' and WatchPending's (the runtime's own
+# safety re-read of a waiting round or result is SAFETY_REREAD_SECONDS, 30 s).
+NO_POLL = 600.0
+# Far below both: only a wake-up gets there in time.
+BOUND = 20.0
+TRIES = 12
+
+
+def parent_of(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
+def asked_in(ledger: Path) -> int:
+    """The PID of the MCP server process that asked the (pending) round."""
+    lines = ledger.read_text().splitlines()
+    assert lines[1].startswith("asked pid="), lines
+    return int(lines[1].removeprefix("asked pid="))
+
+
+def next_pending(stream: object, execution_id: str) -> str:
+    """The round_id of the next round_pending event of the execution on the stream."""
+    for event in stream:  # type: ignore[attr-defined]
+        if event.HasField("round_pending") and event.round_pending.execution_id == execution_id:
+            return str(event.round_pending.round_id)
+    raise AssertionError(f"the stream ended before a round of {execution_id}")
+
+
+def result_within(stubs: Stubs, execution_id: str) -> execution_pb2.ExecutionResult:
+    request = execution_service_pb2.ResultRequest(execution_id=execution_id)
+    return stubs.executions.Result(request, timeout=BOUND).result
+
+
+def test_linked_processes_wake_each_other_without_polling(tmp_path: Path) -> None:
+    database = tmp_path / "m3.sqlite"
+    config = resume_config(tmp_path, database, pool_size=1, processes=2, poll_interval=NO_POLL)
+    service = ServerProcess(config, tmp_path / "server.log").start()
+    stubs = service.stubs()
+    try:
+        (child,) = worker_children(service)
+        wait_until_open(child, database)
+        # Whichever process claims a Submit first runs it: submit until the worker
+        # process runs one (without the wake it claims only at its start and its poll).
+        for attempt in range(TRIES):
+            # Opened before the Submit, so the round arrives as a live event.
+            stream = stubs.executions.WatchPending(
+                execution_service_pb2.WatchPendingRequest(), timeout=BOUND
+            )
+            ledger = tmp_path / f"ledger-{attempt}.txt"
+            execution_id = submit_ledger(stubs, ledger)
+            round_id = next_pending(stream, execution_id)
+            stream.cancel()
+            in_child = parent_of(asked_in(ledger)) == child
+            stubs.respond(round_id, f"answer-{attempt}")
+            result = result_within(stubs, execution_id)
+            assert result.outcome == execution_pb2.EXECUTION_OUTCOME_SUCCEEDED, result
+            if in_child:
+                # The child's round reached the service's stream, the service's
+                # Respond resumed it in the child (the same MCP server process
+                # got the answer) and its finish ended the service's Result wait.
+                asked, answered = answered_where(ledger)
+                assert asked == answered, (asked, answered)
+                return
+        raise AssertionError(f"the worker process ran none of {TRIES} executions")
+    except grpc.RpcError as exc:
+        raise AssertionError(f"a wait outlasted {BOUND} s: {exc}") from exc
     finally:
         stubs.close()
         assert service.terminate() == 0
