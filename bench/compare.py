@@ -226,7 +226,10 @@ class Service(ServeProcess):
         own = process_cpu_seconds(self.pid)
         if own is None:
             return None
-        return own + sum(process_cpu_seconds(c) or 0.0 for c in descendants(self.pid))
+        return own + self.workers_cpu()
+
+    def workers_cpu(self) -> float:
+        return sum(process_cpu_seconds(c) or 0.0 for c in descendants(self.pid))
 
     def worker_processes(self) -> list[int]:
         return descendants(self.pid)
@@ -363,7 +366,8 @@ class Measurement:
     resume: list[float] = field(default_factory=list)
     result: list[float] = field(default_factory=list)
     cpu_own: float | None = None  # seconds, the system's processes (embedded/peer: worker)
-    cpu_service: float | None = None  # gRPC: the m3grpc serve process
+    cpu_service: float | None = None  # gRPC: the m3grpc serve process and its worker processes
+    cpu_service_workers: float | None = None  # gRPC: of which its worker processes
     cpu_client: float | None = None  # gRPC: the client process
     cpu_mcp: float | None = None  # the MCP server process
     failures: list[str] = field(default_factory=list)
@@ -391,6 +395,7 @@ class Measurement:
             "result_p99_ms": ms(self.result, 0.99),
             "cpu_ms_per_round": per_round(self.cpu_own),
             "cpu_service_ms_per_round": per_round(self.cpu_service),
+            "cpu_service_workers_ms_per_round": per_round(self.cpu_service_workers),
             "cpu_client_ms_per_round": per_round(self.cpu_client),
             "cpu_mcp_ms_per_round": per_round(self.cpu_mcp),
             "failures": self.failures[:10],
@@ -558,6 +563,7 @@ class Run:
         grpc = system.startswith("m3-grpc-")
         uses_mcp = system.startswith("m3-")
         service_before = self.service.cpu() if grpc and self.service else None
+        workers_before = self.service.workers_cpu() if grpc and self.service else None
         mcp_before = self.mcp.cpu() if uses_mcp and self.mcp else None
         client_before = worker.cpu()
         measurement = Measurement(system, phase, in_flight)
@@ -588,6 +594,9 @@ class Run:
             measurement.cpu_client = client
             measurement.cpu_service = delta(
                 service_before, self.service.cpu() if self.service else None
+            )
+            measurement.cpu_service_workers = delta(
+                workers_before, self.service.workers_cpu() if self.service else None
             )
             if measurement.cpu_client is not None and measurement.cpu_service is not None:
                 measurement.cpu_own = measurement.cpu_client + measurement.cpu_service
@@ -739,7 +748,7 @@ def results_table(document: dict[str, Any]) -> str:
     header = (
         f"{'system':<19} {'phase':<7} {'P':>4} {'rounds':>6} {'rounds/s':>9} "
         f"{'resume p50':>10} {'p99':>8} {'result p50':>10} {'p99':>8} "
-        f"{'CPU ms/rd':>9} {'svc':>6} {'client':>6} {'MCP srv':>7}"
+        f"{'CPU ms/rd':>9} {'svc':>6} {'(wrk)':>6} {'client':>6} {'MCP srv':>7}"
     )
     lines = [header, "-" * len(header)]
     for r in document["results"]:
@@ -748,7 +757,9 @@ def results_table(document: dict[str, Any]) -> str:
             f"{fmt(r['rounds_per_second']):>9} {fmt(r['resume_p50_ms'], 2):>10} "
             f"{fmt(r['resume_p99_ms'], 2):>8} {fmt(r['result_p50_ms'], 2):>10} "
             f"{fmt(r['result_p99_ms'], 2):>8} {fmt(r['cpu_ms_per_round']):>9} "
-            f"{fmt(r['cpu_service_ms_per_round']):>6} {fmt(r['cpu_client_ms_per_round']):>6} "
+            f"{fmt(r['cpu_service_ms_per_round']):>6} "
+            f"{fmt(r.get('cpu_service_workers_ms_per_round')):>6} "
+            f"{fmt(r['cpu_client_ms_per_round']):>6} "
             f"{fmt(r['cpu_mcp_ms_per_round']):>7}"
         )
     return "\n".join(lines)
@@ -872,7 +883,7 @@ def print_report(document: dict[str, Any]) -> None:
         )
     print(
         "\nper measurement (durations in ms; CPU per round in ms: own = the system's "
-        "processes, for gRPC svc + client):"
+        "processes, for gRPC svc + client; svc includes its worker processes, (wrk)):"
     )
     print(results_table(document))
     print("\nsummary (resume/result: 1st level, from submit; CPU: 1st level):")
