@@ -194,13 +194,45 @@ class Child:
         self._log.close()
 
 
+def descendants(pid: int) -> list[int]:
+    """The live descendants of process `pid` (Linux /proc), children first."""
+    found: list[int] = []
+    parents = [pid]
+    while parents:
+        parent = parents.pop()
+        try:
+            tasks = os.listdir(f"/proc/{parent}/task")
+        except OSError:
+            continue
+        for task in tasks:
+            try:
+                with open(f"/proc/{parent}/task/{task}/children") as listing:
+                    children = [int(c) for c in listing.read().split()]
+            except OSError:
+                continue
+            found += children
+            parents += children
+    return found
+
+
 class Service(ServeProcess):
     """`m3grpc serve` (bench/compare_serve.py) among the processes `Processes` stops."""
 
     name = "m3grpc-serve"
 
     def cpu(self) -> float | None:
-        return process_cpu_seconds(self.pid)
+        """The service's CPU seconds, its worker processes' (`workers.processes`) included:
+        a child that ended has its CPU counted nowhere (they live as long as the service)."""
+        own = process_cpu_seconds(self.pid)
+        if own is None:
+            return None
+        return own + self.workers_cpu()
+
+    def workers_cpu(self) -> float:
+        return sum(process_cpu_seconds(c) or 0.0 for c in descendants(self.pid))
+
+    def worker_processes(self) -> list[int]:
+        return descendants(self.pid)
 
     def tail(self, lines: int = 30) -> str:
         return self.log_tail(lines)
@@ -221,6 +253,13 @@ class Processes:
                 child.stop()
             except Exception as exc:
                 log(f"stopping {child.name}: {exc}")
+
+
+def _points_at(link: str, target: Path) -> bool:
+    try:
+        return Path(os.readlink(link)) == target
+    except OSError:
+        return False
 
 
 # -- the peers' virtual environment --------------------------------------------------------
@@ -327,7 +366,8 @@ class Measurement:
     resume: list[float] = field(default_factory=list)
     result: list[float] = field(default_factory=list)
     cpu_own: float | None = None  # seconds, the system's processes (embedded/peer: worker)
-    cpu_service: float | None = None  # gRPC: the m3grpc serve process
+    cpu_service: float | None = None  # gRPC: the m3grpc serve process and its worker processes
+    cpu_service_workers: float | None = None  # gRPC: of which its worker processes
     cpu_client: float | None = None  # gRPC: the client process
     cpu_mcp: float | None = None  # the MCP server process
     failures: list[str] = field(default_factory=list)
@@ -355,6 +395,7 @@ class Measurement:
             "result_p99_ms": ms(self.result, 0.99),
             "cpu_ms_per_round": per_round(self.cpu_own),
             "cpu_service_ms_per_round": per_round(self.cpu_service),
+            "cpu_service_workers_ms_per_round": per_round(self.cpu_service_workers),
             "cpu_client_ms_per_round": per_round(self.cpu_client),
             "cpu_mcp_ms_per_round": per_round(self.cpu_mcp),
             "failures": self.failures[:10],
@@ -404,13 +445,17 @@ class Run:
 
     def start_service(self, pool_size: int) -> None:
         config = self.directory / "m3.toml"
+        database = self.directory / "service.sqlite"
+        workers = [f"pool_size = {pool_size}", f"processes = {self.args.service_processes}"]
+        if self.args.service_poll_seconds is not None:
+            workers.append(f"poll_interval_seconds = {self.args.service_poll_seconds}")
         config.write_text(
             "\n".join(
                 [
-                    f"database = {json.dumps(str(self.directory / 'service.sqlite'))}",
+                    f"database = {json.dumps(str(database))}",
                     "shutdown_grace_seconds = 2.0",
                     "[workers]",
-                    f"pool_size = {pool_size}",
+                    *workers,
                     "[servers.legacy]",
                     f"url = {json.dumps(self.mcp_url)}",
                     'protocol = "legacy"',
@@ -432,6 +477,26 @@ class Run:
         self.processes.children.append(self.service)
         self.service.start(timeout=120)
         self.service_address = self.service.address
+        self.await_worker_processes(database)
+
+    def await_worker_processes(self, database: Path) -> None:
+        """Wait (bounded) until the service's worker processes have the database open:
+        until then the service alone claims the work."""
+        assert self.service is not None
+        wanted = self.args.service_processes - 1
+        deadline = time.monotonic() + 120
+        while wanted > 0 and time.monotonic() < deadline and not ABORT.is_set():
+            opened = 0
+            for pid in self.service.worker_processes():
+                with contextlib.suppress(OSError):
+                    fds = os.listdir(f"/proc/{pid}/fd")
+                    if any(_points_at(f"/proc/{pid}/fd/{fd}", database) for fd in fds):
+                        opened += 1
+            if opened >= wanted:
+                return
+            time.sleep(0.1)
+        if wanted > 0:
+            raise RuntimeError(f"the service's {wanted} worker processes did not start")
 
     def service_pragmas(self) -> dict[str, Any]:
         try:
@@ -498,6 +563,7 @@ class Run:
         grpc = system.startswith("m3-grpc-")
         uses_mcp = system.startswith("m3-")
         service_before = self.service.cpu() if grpc and self.service else None
+        workers_before = self.service.workers_cpu() if grpc and self.service else None
         mcp_before = self.mcp.cpu() if uses_mcp and self.mcp else None
         client_before = worker.cpu()
         measurement = Measurement(system, phase, in_flight)
@@ -528,6 +594,9 @@ class Run:
             measurement.cpu_client = client
             measurement.cpu_service = delta(
                 service_before, self.service.cpu() if self.service else None
+            )
+            measurement.cpu_service_workers = delta(
+                workers_before, self.service.workers_cpu() if self.service else None
             )
             if measurement.cpu_client is not None and measurement.cpu_service is not None:
                 measurement.cpu_own = measurement.cpu_client + measurement.cpu_service
@@ -631,6 +700,8 @@ def compare(args: argparse.Namespace, directory: Path, processes: Processes) -> 
             "rounds_from_submit": {str(p): rounds_for(args, p) for p in levels},
             "answering_phase_batches": {str(p): batches_for(args, p) for p in levels},
             "m3_worker_pool": concurrency,
+            "m3_service_processes": args.service_processes,
+            "m3_service_poll_interval_seconds": args.service_poll_seconds,
             "langgraph_durability": args.langgraph_durability,
             "dbos_notification_listener_polling_interval_sec": args.dbos_poll,
             "phase_timeout_seconds": args.phase_timeout,
@@ -677,7 +748,7 @@ def results_table(document: dict[str, Any]) -> str:
     header = (
         f"{'system':<19} {'phase':<7} {'P':>4} {'rounds':>6} {'rounds/s':>9} "
         f"{'resume p50':>10} {'p99':>8} {'result p50':>10} {'p99':>8} "
-        f"{'CPU ms/rd':>9} {'svc':>6} {'client':>6} {'MCP srv':>7}"
+        f"{'CPU ms/rd':>9} {'svc':>6} {'(wrk)':>6} {'client':>6} {'MCP srv':>7}"
     )
     lines = [header, "-" * len(header)]
     for r in document["results"]:
@@ -686,7 +757,9 @@ def results_table(document: dict[str, Any]) -> str:
             f"{fmt(r['rounds_per_second']):>9} {fmt(r['resume_p50_ms'], 2):>10} "
             f"{fmt(r['resume_p99_ms'], 2):>8} {fmt(r['result_p50_ms'], 2):>10} "
             f"{fmt(r['result_p99_ms'], 2):>8} {fmt(r['cpu_ms_per_round']):>9} "
-            f"{fmt(r['cpu_service_ms_per_round']):>6} {fmt(r['cpu_client_ms_per_round']):>6} "
+            f"{fmt(r['cpu_service_ms_per_round']):>6} "
+            f"{fmt(r.get('cpu_service_workers_ms_per_round')):>6} "
+            f"{fmt(r['cpu_client_ms_per_round']):>6} "
             f"{fmt(r['cpu_mcp_ms_per_round']):>7}"
         )
     return "\n".join(lines)
@@ -779,6 +852,13 @@ def print_report(document: dict[str, Any]) -> None:
     )
     if env["versions"]:
         print("peers: " + ", ".join(f"{k} {v}" for k, v in sorted(env["versions"].items())))
+    settings = document["settings"]
+    poll = settings.get("m3_service_poll_interval_seconds")
+    print(
+        f"m3grpc serve: workers.processes = {settings.get('m3_service_processes', 1)} "
+        f"(CPU: the service and its worker processes), pool_size {settings['m3_worker_pool']}"
+        + ("" if poll is None else f", poll_interval_seconds {poll}")
+    )
     print("\nSQLite pragmas read back from each side's own connections:")
     for side, databases in document["pragmas"].items():
         for database, values in databases.items():
@@ -803,7 +883,7 @@ def print_report(document: dict[str, Any]) -> None:
         )
     print(
         "\nper measurement (durations in ms; CPU per round in ms: own = the system's "
-        "processes, for gRPC svc + client):"
+        "processes, for gRPC svc + client; svc includes its worker processes, (wrk)):"
     )
     print(results_table(document))
     print("\nsummary (resume/result: 1st level, from submit; CPU: 1st level):")
@@ -893,6 +973,7 @@ def scale(args: argparse.Namespace, directory: Path, processes: Processes) -> di
             "generation": args.scale_generation,
             "watchers": args.watchers,
             "worker_pool": n + 8,
+            "service_processes": args.service_processes,
         },
         "pragmas": {"m3grpc serve": run.service_pragmas()},
         "paused": {k: v for k, v in paused.items()},
@@ -1052,6 +1133,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--get-pending-calls", type=int, default=200)
     parser.add_argument(
+        "--service-processes",
+        type=int,
+        default=1,
+        help="m3grpc serve's workers.processes (1): N - 1 worker processes beside it",
+    )
+    parser.add_argument(
+        "--service-poll-seconds",
+        type=float,
+        default=None,
+        help="m3grpc serve's workers.poll_interval_seconds (default: the service's)",
+    )
+    parser.add_argument(
         "--keep-logs", type=Path, default=None, help="copy every process's log to this directory"
     )
     args = parser.parse_args(argv)
@@ -1072,7 +1165,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     unknown = [s for s in args.systems if s not in ALL_SYSTEMS]
     if unknown:
         parser.error(f"unknown systems {unknown}; choose from {ALL_SYSTEMS}")
-    if min(args.in_flight) < 1 or args.rounds < 1 or args.phase_timeout <= 0:
+    if (
+        min(args.in_flight) < 1
+        or args.rounds < 1
+        or args.phase_timeout <= 0
+        or args.service_processes < 1
+    ):
         parser.error("levels and counts must be positive")
     return args
 

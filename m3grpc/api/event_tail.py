@@ -34,6 +34,7 @@ from collections import OrderedDict
 from collections.abc import Iterator
 
 from m3grpc.runtime import EventKind, OwnedEvent, Runtime, StoredEvent
+from m3grpc.runtime.local_wakes import HUB
 
 log = logging.getLogger(__name__)
 
@@ -161,7 +162,10 @@ class EventTail:
                 break
         if page:
             self._extend(page)
-        return joined and not self._runtime.notifier.hears_other_processes
+        # Other processes' events (PostgreSQL replicas, SQLite worker processes linked
+        # to this one) are not handed over here: a wake-up from them must read the log.
+        others = self._runtime.notifier.hears_other_processes or HUB.linked
+        return joined and not others
 
     async def _run(self) -> None:
         failing = False

@@ -5,12 +5,16 @@ core. The store already lets several processes share one database (claims, lease
 and recovery go through it), so the service starts N - 1 more processes of workers
 on the same configuration: each claims queued executions like a replica without a
 gRPC listener, and the service's recovery (or theirs) takes over the executions of
-one that dies. They see the service's Submits and Responds by polling
-(`workers.poll_interval_seconds`), as replicas do.
+one that dies. Each child is linked to the service by a Unix socket pair
+(m3grpc/runtime/local_wakes.py): every process tells the others what its commits
+changed, so a Respond the service accepts wakes the child that owns the round at
+once, a child's new pending round wakes GetPending and WatchPending on the
+service at once, and so do Submits, finishes and cancels; polling
+(`workers.poll_interval_seconds`) stays the fallback.
 
-Each child runs `python -m m3grpc.api.worker_processes --config PATH`; it stops
-gracefully on SIGTERM (the service sends it at shutdown) and when its stdin closes
-(the service is gone, however it ended).
+Each child runs `python -m m3grpc.api.worker_processes --config PATH --wake-fd N`
+(N: its end of the link); it stops gracefully on SIGTERM (the service sends it at
+shutdown) and when its stdin closes (the service is gone, however it ended).
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import asyncio
 import contextlib
 import logging
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -49,10 +54,31 @@ class WorkerProcesses:
         extra = config.workers.processes - 1
         if extra <= 0:
             return cls([])
+        from m3grpc.runtime.local_wakes import HUB, link_pair
+
         if config_path is None:
             raise ValueError("workers.processes > 1 needs a configuration file")
         argv = [sys.executable, "-m", MODULE, "--config", config_path, *log_args]
-        children = [subprocess.Popen(argv, stdin=subprocess.PIPE) for _ in range(extra)]
+        children = []
+        links = []
+        for _ in range(extra):
+            ours, theirs = link_pair()
+            try:
+                children.append(
+                    subprocess.Popen(
+                        [*argv, "--wake-fd", str(theirs.fileno())],
+                        stdin=subprocess.PIPE,
+                        pass_fds=(theirs.fileno(),),
+                    )
+                )
+            except BaseException:
+                ours.close()
+                raise
+            finally:
+                theirs.close()  # the child has its copy: its exit ends the link
+            links.append(ours)
+        # On the service's loop (serve() calls this there): its runtime is attached.
+        HUB.connect(links)
         for child in children:
             log.info(
                 "worker process %s started",
@@ -76,9 +102,11 @@ class WorkerProcesses:
                 child.stdin.close()
 
 
-async def run_workers(config: ServiceConfig) -> None:
-    """Run this process's worker pool until SIGTERM/SIGINT or stdin closes."""
+async def run_workers(config: ServiceConfig, wake_fd: int | None = None) -> None:
+    """Run this process's worker pool until SIGTERM/SIGINT or stdin closes;
+    `wake_fd`: this process's end of its link to the service."""
     from m3grpc.runtime import Runtime, SqlExecutionStore, default_harnesses, load_cipher
+    from m3grpc.runtime.local_wakes import HUB
 
     # The same keys as the service (its environment is inherited): answers it sealed open here.
     store = SqlExecutionStore(config.database, cipher=load_cipher(config.encryption.key_file))
@@ -101,9 +129,12 @@ async def run_workers(config: ServiceConfig) -> None:
     threading.Thread(target=parent_gone, daemon=True, name="m3-parent-watch").start()
     try:
         await runtime.start()
+        if wake_fd is not None:
+            HUB.connect([socket.socket(fileno=wake_fd)])
         await stop.wait()
     finally:
         await runtime.stop(config.shutdown_grace_seconds)
+        HUB.close()
         store.close()
 
 
@@ -112,6 +143,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--config", required=True)
     parser.add_argument("--log-level", default="warning")
     parser.add_argument("--log-format", default="text", choices=["text", "json"])
+    parser.add_argument("--wake-fd", type=int, default=None)
     args = parser.parse_args(argv)
     # As `m3grpc serve` does, before the threads and the libraries: the runtime and
     # the config (which names it) are imported only after this.
@@ -121,7 +153,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from m3grpc.api.logs import configure_logging
 
     configure_logging(args.log_level, args.log_format)
-    asyncio.run(run_workers(load_config(args.config)))
+    asyncio.run(run_workers(load_config(args.config), args.wake_fd))
     return 0
 
 

@@ -1,19 +1,22 @@
-"""Wake this process's waiters for changes other replicas commit (PostgreSQL).
+"""Wake this process's waiters for changes other processes commit.
 
-The store's change listener (LISTEN/NOTIFY, m3grpc/storage/changes.py) hears
-every committed change; each one wakes the waiters it concerns on this
-process's notifier, as a commit of this process would: a response wakes the
-worker waiting on its round, a new pending round wakes `wait_for_pending`, a
-finish wakes result waiters, every event wakes WatchPending streams, queued
-work wakes the claim loop, a cancel request cancels the execution if it runs
-here. While the listener is down, waiters poll at their own interval.
+On PostgreSQL the store's change listener (LISTEN/NOTIFY, m3grpc/storage/changes.py)
+hears every committed change of every replica; on SQLite the worker processes of
+one `m3grpc serve` send each other theirs (m3grpc/runtime/local_wakes.py). Each
+change wakes the waiters it concerns on this process's notifier, as a commit of
+this process would: a response wakes the worker waiting on its round, a new
+pending round wakes `wait_for_pending`, a finish wakes result waiters, every
+event wakes WatchPending streams, queued work wakes the claim loop, a cancel
+request cancels the execution if it runs here. While the listener is down (and
+for processes not linked), waiters poll at their own interval.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
+from m3grpc.runtime.local_wakes import HUB
 from m3grpc.runtime.notifier import EVENTS_KEY, Notifier, pending_key
 from m3grpc.storage import EventKind, SqlExecutionStore
 from m3grpc.storage.changes import CANCEL_REQUESTED, EXECUTION_QUEUED, Change, ChangeListener
@@ -51,15 +54,47 @@ class ReplicaWakes:
         self._loop = asyncio.get_running_loop()
         self._listener: ChangeListener | None = None
 
+    @property
+    def store(self) -> SqlExecutionStore:
+        return self._store
+
     def start(self) -> None:
         self._listener = self._store.change_listener(self._heard, self._live)
         if self._listener is not None:
             self._listener.start()
+        else:
+            # SQLite: the changes of the other processes of this `m3grpc serve`, if
+            # it has worker processes (linked now or later, see local_wakes).
+            HUB.attach(self)
 
     async def stop(self) -> None:
+        HUB.detach(self)
         if self._listener is not None:
             await asyncio.to_thread(self._listener.stop)
             self._listener = None
+
+    def heard(self, changes: Sequence[Change]) -> None:
+        """Changes other processes committed (SQLite's linked worker processes)."""
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is not self._loop:
+            if not self._loop.is_closed():
+                self._loop.call_soon_threadsafe(self.heard, changes)
+            return
+        # A commit's changes may name the same keys: each is woken once.
+        keys = dict.fromkeys(key for change in changes for key in woken_keys(change))
+        for key in keys:
+            self._notifier.notify(key)
+        queued = False
+        for change in changes:
+            if change.kind == EXECUTION_QUEUED:
+                queued = True
+            elif change.kind == CANCEL_REQUESTED:
+                self._on_cancel(change.execution_id)
+        if queued:
+            self._on_queued()
 
     # Both run on the listener's thread: hand over to the loop.
 

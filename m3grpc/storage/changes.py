@@ -7,8 +7,10 @@ connection that LISTENs on the channel and hands every change to a callback
 on its own thread; when the connection drops it says so and reconnects, and
 the caller falls back to polling meanwhile (notifications sent while nobody
 listened are lost, so the caller re-reads what it waits for on every state
-change). SQLite has no such mechanism: `announce` does nothing there and the
-store offers no listener (one process is woken in-process, others poll).
+change). SQLite has no such mechanism: there `announce` only hands the change to this
+process's change listeners after the commit (`m3grpc.storage.engine`), which
+the worker processes of one `m3grpc serve` pass to one another
+(m3grpc/runtime/local_wakes.py); other processes poll.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
+
+from m3grpc.storage.engine import note_change
 
 log = logging.getLogger(__name__)
 
@@ -46,8 +50,10 @@ class Change:
 
 
 def announce(conn: Connection, change: Change) -> None:
-    """Notify listeners of `change` when the caller's transaction commits (PostgreSQL)."""
+    """Notify listeners of `change` when the caller's transaction commits (PostgreSQL;
+    elsewhere this process's change listeners, if any: m3grpc.storage.engine)."""
     if conn.dialect.name != "postgresql":
+        note_change(conn, change)
         return
     payload = json.dumps([change.kind, change.execution_id, change.round_id])
     conn.execute(_NOTIFY, {"channel": CHANNEL, "payload": payload})

@@ -210,6 +210,13 @@ _EVENTS_LISTENERS: WeakKeyDictionary[Engine, list[CommitListener]] = WeakKeyDict
 # Set in a write transaction's connection info by `note_events_appended`; cleared
 # when a write transaction begins and read when it commits.
 _EVENTS_APPENDED = "m3.events_appended"
+# Called after commits with the changes they announced (`note_change`), where the
+# database has no cross-process notification of its own (SQLite's worker processes
+# wake one another with them: m3grpc/runtime/local_wakes.py).
+ChangeListener = Callable[[list[Any]], None]
+_CHANGE_LISTENERS: WeakKeyDictionary[Engine, list[ChangeListener]] = WeakKeyDictionary()
+# Set in a write transaction's connection info by `note_change`, like the events mark.
+_CHANGES = "m3.changes"
 
 
 def note_events_appended(conn: Connection) -> None:
@@ -217,6 +224,27 @@ def note_events_appended(conn: Connection) -> None:
     commit calls the events listeners. (A write rolled back to its savepoint in a
     group may leave the mark: one needless call, never a missed one.)"""
     conn.info[_EVENTS_APPENDED] = True
+
+
+def note_change(conn: Connection, change: object) -> None:
+    """Record a change the caller's write transaction announces, for the change
+    listeners its commit calls (nothing when the engine has none)."""
+    if _CHANGE_LISTENERS.get(conn.engine):
+        conn.info.setdefault(_CHANGES, []).append(change)
+
+
+def add_change_listener(engine: Engine, listener: ChangeListener) -> None:
+    """Call `listener` after every committed write transaction on `engine` that
+    announced changes (`note_change`), with them, on the committing thread; like
+    a commit listener otherwise. (A write rolled back to its savepoint in a group
+    may leave its change: a needless wake-up, never a missed one.)"""
+    _CHANGE_LISTENERS.setdefault(engine, []).append(listener)
+
+
+def remove_change_listener(engine: Engine, listener: ChangeListener) -> None:
+    listeners = _CHANGE_LISTENERS.get(engine, [])
+    if listener in listeners:
+        listeners.remove(listener)
 
 
 def add_events_listener(engine: Engine, listener: CommitListener) -> None:
@@ -283,11 +311,15 @@ def _committed(engine: Engine, conn: Connection) -> None:
     if events:
         for handed in _APPENDED_LISTENERS.get(engine, ()):
             handed(events)
+    changes = conn.info.pop(_CHANGES, None)
     for listener in _COMMIT_LISTENERS.get(engine, ()):
         listener()
     if appended_any:
         for listener in _EVENTS_LISTENERS.get(engine, ()):
             listener()
+    if changes:
+        for change_listener in _CHANGE_LISTENERS.get(engine, ()):
+            change_listener(changes)
 
 
 def _begin_write(
@@ -299,6 +331,7 @@ def _begin_write(
     try:
         conn.info.pop(_EVENTS_APPENDED, None)  # left by a transaction that rolled back
         appended.take(conn)
+        conn.info.pop(_CHANGES, None)
         _sqlite_begin(conn, write=True)
         return conn, conn.begin()
     except BaseException:
@@ -328,6 +361,7 @@ def write_transaction(engine: Engine) -> Iterator[Connection]:
             with engine.connect() as conn:
                 conn.info.pop(_EVENTS_APPENDED, None)  # left by a transaction that rolled back
                 appended.take(conn)
+                conn.info.pop(_CHANGES, None)
                 with conn.begin():
                     yield conn
                 _committed(engine, conn)

@@ -42,12 +42,14 @@ from m3grpc.storage.encryption import ResponseCipher
 from m3grpc.storage.engine import (
     SQLiteSynchronous,
     add_appended_listener,
+    add_change_listener,
     add_commit_listener,
     add_events_listener,
     create_store_engine,
     dispose_engine,
     read_transaction,
     remove_appended_listener,
+    remove_change_listener,
     remove_commit_listener,
     remove_events_listener,
     write_transaction,
@@ -266,6 +268,15 @@ class SqlExecutionStore:
 
     def remove_appended_listener(self, listener: Callable[[list[StoredEvent]], None]) -> None:
         remove_appended_listener(self._engine, listener)
+
+    def add_change_listener(self, listener: Callable[[list[Change]], None]) -> None:
+        """Call `listener` after every write this process commits that announced
+        changes (SQLite; on PostgreSQL see `change_listener`), with them, on the
+        committing thread: it must be quick and must not raise."""
+        add_change_listener(self._engine, listener)
+
+    def remove_change_listener(self, listener: Callable[[list[Change]], None]) -> None:
+        remove_change_listener(self._engine, listener)
 
     def change_listener(
         self, on_change: Callable[[Change], None], on_live: Callable[[bool], None]

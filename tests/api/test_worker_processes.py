@@ -1,8 +1,12 @@
 """`workers.processes = 2`: `m3grpc serve` runs a second, worker-only process on
 the same database. Both claim work, and when the second one dies (SIGKILL) with
 paused executions, recovery hands its 2026-07-28 rounds to the service's own
-workers: every execution still finishes once, answered. Black-box; every wait is
-a bounded loop, nothing asserts on elapsed time.
+workers: every execution still finishes once, answered. The two wake each other
+(m3grpc/runtime/local_wakes.py): with polling all but off, a Submit reaches the
+worker process, its pending round reaches a WatchPending stream on the service,
+the service's Respond resumes it and its finish ends a Result wait, each within
+a bound far below any polling interval (a bound on a wait, not a timing).
+Black-box; every wait is a bounded loop, nothing asserts on elapsed time.
 """
 
 from __future__ import annotations
@@ -13,9 +17,11 @@ import sqlite3
 import time
 from pathlib import Path
 
-from m3grpc.wire.gen.m3.v1 import execution_pb2
+import grpc
 
-from .conftest import ServerProcess
+from m3grpc.wire.gen.m3.v1 import execution_pb2, execution_service_pb2
+
+from .conftest import ServerProcess, Stubs
 from .test_round_resume import assert_resumed_once, resume_config, submit_ledger
 
 EXECUTIONS = 6
@@ -98,6 +104,87 @@ def test_two_processes_share_work_and_recover_a_dead_ones(tmp_path: Path) -> Non
         # The survivor answered its own rounds in the sessions that asked; every
         # round of the dead one was retried in a new session elsewhere.
         assert sorted(moved.values(), key=sorted) == [{False}, {True}], moved
+    finally:
+        stubs.close()
+        assert service.terminate() == 0
+
+
+# Polling all but off: the workers', the waits' and WatchPending's (the runtime's own
+# safety re-read of a waiting round or result is SAFETY_REREAD_SECONDS, 30 s).
+NO_POLL = 600.0
+# Far below both: only a wake-up gets there in time.
+BOUND = 20.0
+TRIES = 12
+
+
+def parent_of(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
+def asked_in(ledger: Path) -> int:
+    """The PID of the MCP server process that asked the (pending) round."""
+    lines = ledger.read_text().splitlines()
+    assert lines[1].startswith("asked pid="), lines
+    return int(lines[1].removeprefix("asked pid="))
+
+
+def pending_rounds(stream: object, execution_ids: list[str]) -> dict[str, str]:
+    """execution_id -> round_id of the first round_pending event of each execution."""
+    found: dict[str, str] = {}
+    for event in stream:  # type: ignore[attr-defined]
+        if event.HasField("round_pending"):
+            pending = event.round_pending
+            if pending.execution_id in execution_ids:
+                found.setdefault(str(pending.execution_id), str(pending.round_id))
+                if len(found) == len(execution_ids):
+                    return found
+    raise AssertionError(f"the stream ended before rounds of all of {execution_ids}")
+
+
+def result_within(stubs: Stubs, execution_id: str) -> execution_pb2.ExecutionResult:
+    request = execution_service_pb2.ResultRequest(execution_id=execution_id)
+    return stubs.executions.Result(request, timeout=BOUND).result
+
+
+def test_linked_processes_wake_each_other_without_polling(tmp_path: Path) -> None:
+    database = tmp_path / "m3.sqlite"
+    config = resume_config(tmp_path, database, pool_size=1, processes=2, poll_interval=NO_POLL)
+    service = ServerProcess(config, tmp_path / "server.log").start()
+    stubs = service.stubs()
+    try:
+        (child,) = worker_children(service)
+        wait_until_open(child, database)
+        # Whichever process claims a Submit first runs it, and the service claims a
+        # Submit as it creates it while its one slot is free: so submit two at once,
+        # until the worker process runs one (without the wake it claims only at its
+        # start and its poll).
+        for attempt in range(TRIES):
+            # Opened before the Submits, so the rounds arrive as live events.
+            stream = stubs.executions.WatchPending(
+                execution_service_pb2.WatchPendingRequest(), timeout=BOUND
+            )
+            ledgers = [tmp_path / f"ledger-{attempt}-{i}.txt" for i in range(2)]
+            executions = [submit_ledger(stubs, ledger) for ledger in ledgers]
+            rounds = pending_rounds(stream, executions)
+            stream.cancel()
+            ran_in_child = False
+            for execution_id, ledger in zip(executions, ledgers, strict=True):
+                in_child = parent_of(asked_in(ledger)) == child
+                stubs.respond(rounds[execution_id], f"answer-{attempt}")
+                result = result_within(stubs, execution_id)
+                assert result.outcome == execution_pb2.EXECUTION_OUTCOME_SUCCEEDED, result
+                if in_child:
+                    # The child's round reached the service's stream, the service's
+                    # Respond resumed it in the child (the same MCP server process
+                    # got the answer) and its finish ended the service's Result wait.
+                    asked, answered = answered_where(ledger)
+                    assert asked == answered, (asked, answered)
+                    ran_in_child = True
+            if ran_in_child:
+                return
+        raise AssertionError(f"the worker process ran none of {TRIES} executions")
+    except grpc.RpcError as exc:
+        raise AssertionError(f"a wait outlasted {BOUND} s: {exc}") from exc
     finally:
         stubs.close()
         assert service.terminate() == 0
