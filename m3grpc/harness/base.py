@@ -187,6 +187,10 @@ class InputResolver(Protocol):
       after each operation ends, before the connection closes: the answers
       handed out for it reached the server if it completed. `last` says the
       harness runs no further operation in this execution.
+    - `async connection_closing()` when the harness is about to close a
+      connection of the execution's own after its operations (not a shared
+      one): closing may take a while, so what the resolver holds back for the
+      execution's finish is stored now.
     - `async input_requested(operation: OperationRef)` when the server asks the
       operation for input again (whether or not the harness passes the request
       on): the answers handed out for it before reached the server.

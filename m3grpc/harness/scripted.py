@@ -391,6 +391,13 @@ class _Run:
                     error = outcome.error
                 if last:
                     break
+            if self._lease is None and self._client is not None:
+                # Its own session is about to close (a DELETE, a stdio server
+                # stopping): that takes time, and a crash meanwhile must not cost
+                # the last operation's result (a shared session has nothing to close).
+                hook = getattr(self._resolver, "connection_closing", None)
+                if hook is not None:
+                    await hook()
         if error is not None:
             raise error
         return results

@@ -388,6 +388,12 @@ class ManagedInputResolver:
             code = op.failure_code or "operation_failed"
             await self._fail(round_id, code, op.failure_message or "")
 
+    async def connection_closing(self) -> None:
+        """The harness closes the execution's own MCP connection before the finish:
+        the left resolve commits now, so that a crash while it closes still finds
+        the last operation's result (a shared connection closes nothing: it waits)."""
+        await self._flush_final()
+
     @property
     def final_settle(self) -> RoundSettle | None:
         """The last operation's round, to resolve in the execution's finish

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from datetime import timedelta
 
@@ -12,6 +13,7 @@ from m3grpc import (
     AsyncMCPTestKit,
     ElicitationResponse,
     FormElicitationRequest,
+    HttpServer,
     ManagedInputStateError,
     ManagedInputValidationError,
     MCPTestKit,
@@ -19,6 +21,7 @@ from m3grpc import (
 )
 from m3grpc.errors import OperationTimeout, ResultWaitTimeout
 from m3grpc.kit import AsyncExecutionHandle, ExecutionHandle
+from m3grpc.servers import ServerBinding
 from m3grpc.storage import SQLiteExecutionStore
 from m3grpc.submit_options import RespondOutcome
 from m3grpc.types import (
@@ -36,6 +39,7 @@ from tests.runtime.conftest import (
     text_of,
     wait_pending,
 )
+from tests.support.mcp_processes import http_mcp_server
 
 ADDRESS = ElicitationResponse(action="accept", content={"street": "1 Main Street", "city": "Pune"})
 PROMPT = SHIPPING_PROMPT
@@ -351,26 +355,44 @@ def test_round_limit_exceeded_fails_the_operation(
     assert [r.status for r in records] == [ManagedInputStatus.RESOLVED] * 2
 
 
-@pytest.mark.parametrize("variant", ["legacy", "mrtr"])
+@pytest.mark.parametrize(
+    ("variant", "transport", "commits_expected"),
+    [("legacy", "stdio", 3), ("mrtr", "stdio", 3), ("mrtr", "http", 2)],
+)
 def test_the_last_round_resolves_in_the_finish_commit(
-    store: SQLiteExecutionStore, variant: str
+    store: SQLiteExecutionStore, variant: str, transport: str, commits_expected: int
 ) -> None:
-    """From the round's pending to the result, two commits append events: the
-    answer, which also starts its delivery (the worker waits here with a free slot),
-    and the finish, which resolves the last round in the same transaction (before,
-    each of the four committed on its own)."""
+    """From the round's pending to the result: the answer, which also starts its
+    delivery (the worker waits here with a free slot), then the finish. On a shared
+    2026-07-28 HTTP session the finish resolves the last round in its own
+    transaction (two commits); an execution's own connection resolves it first, as
+    the connection's close takes a while and a crash meanwhile must still find the
+    operation's result (three: tests/api/test_round_status.py). Before, each of the
+    four committed on its own."""
     # A long lease: no heartbeat renewal lands between (it appends no event anyway).
-    with MCPTestKit(store=store, env={}, lease_seconds=600) as kit:
-        handle = submit_tool(kit, "shipping:book_shipment", variant=variant)
-        pending = wait_pending(handle)
-        commits: list[None] = []
-        store.add_events_listener(lambda: commits.append(None))
-        handle.respond_elicitation(
-            pending.round_id, {"shipping_address": ADDRESS}, idempotency_key="address"
-        )
-        result = handle.result(timeout=120)
-        assert result.outcome is ExecutionOutcome.SUCCEEDED
-        assert len(commits) == 2
+    with contextlib.ExitStack() as servers:
+        if transport == "http":
+            url = servers.enter_context(http_mcp_server("shipping", variant))
+            server: ServerBinding = HttpServer(name="shipping", url=url, protocol="2026-07-28")
+        else:
+            server = mcp_server("shipping", variant)
+        with MCPTestKit(store=store, env={}, lease_seconds=600) as kit:
+            agent = kit.agents([{"harness": "scripted", "models": []}])[0]
+            handle = agent.submit(
+                SHIPPING_PROMPT,
+                server=server,
+                tools=["shipping:book_shipment"],
+                human_input="managed",
+            )
+            pending = wait_pending(handle)
+            commits: list[None] = []
+            store.add_events_listener(lambda: commits.append(None))
+            handle.respond_elicitation(
+                pending.round_id, {"shipping_address": ADDRESS}, idempotency_key="address"
+            )
+            result = handle.result(timeout=120)
+            assert result.outcome is ExecutionOutcome.SUCCEEDED
+            assert len(commits) == commits_expected
     record = store.managed_input_store.get_round(pending.round_id)
     assert record.status is ManagedInputStatus.RESOLVED and record.delivered_at is not None
     assert record.delivery_attempts == 1
