@@ -15,6 +15,7 @@ from typing import Any
 from m3grpc import AsyncExecutionHandle, AsyncMCPTestKit, HttpServer
 from m3grpc.api.tokens import Cursor, cursor_token
 from m3grpc.api.watch import PendingWatch, ServiceShuttingDown, WatchEvent
+from m3grpc.runtime.local_wakes import HUB, link_pair
 from m3grpc.storage import SQLiteExecutionStore
 from m3grpc.types import ExecutionOutcome
 from m3grpc.wire.messages import pending_round_model
@@ -264,6 +265,34 @@ def test_this_process_commits_join_the_buffer_without_reading_the_log(tmp_path: 
             assert stranger.events == []
             shutdown.set()
             await asyncio.wait_for(asyncio.gather(live.task, stranger.task), 30)
+
+    with http_mcp_server("shipping", "legacy") as url:
+        asyncio.run(asyncio.wait_for(scenario(url), 180))
+
+
+def test_with_linked_worker_processes_every_wake_up_reads_the_log(tmp_path: Path) -> None:
+    # Linked worker processes (`workers.processes`, m3grpc/runtime/local_wakes.py)
+    # commit events this process is not handed: a wake-up may come from one of them,
+    # so the reader reads the log then instead of trusting what was handed over.
+    async def scenario(url: str) -> None:
+        service_end, worker_end = link_pair()
+        async with watching(tmp_path, url) as (kit, binding, watch, shutdown):
+            HUB.connect([service_end])
+            try:
+                live = Reader(watch.stream("", ""))
+                await until(lambda: watch.active == 1, "the stream to open")
+                executions = [await run_execution(kit, binding) for _ in range(3)]
+                await until(lambda: ("finished", executions[-1]) in live.keys, "the last finish")
+                kinds = ["pending", "left", "pending", "left", "finished"]
+                for execution_id in executions:
+                    assert [k[0] for k in expected_keys(execution_id, live.keys)] == kinds
+                # Unlinked, it reads 1 + one per execution (the test above).
+                assert watch.log_reads > 2 * len(executions)
+                shutdown.set()
+                await asyncio.wait_for(live.task, 30)
+            finally:
+                HUB.close()
+                worker_end.close()
 
     with http_mcp_server("shipping", "legacy") as url:
         asyncio.run(asyncio.wait_for(scenario(url), 180))
