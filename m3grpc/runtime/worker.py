@@ -35,6 +35,7 @@ from m3grpc.harness import (
 from m3grpc.runtime.leases import LeaseHolder
 from m3grpc.runtime.lifecycle import Lifecycle
 from m3grpc.runtime.limits import Limits, bounded_result
+from m3grpc.runtime.local_wakes import HUB
 from m3grpc.runtime.notifier import Notifier, finished_state_key
 from m3grpc.runtime.offload import offload, offload_lease
 from m3grpc.runtime.outage import stored
@@ -198,6 +199,11 @@ class WorkerPool:
         if self._stopping or not self._loops or not self._queue_drained:
             return None
         if self._free() <= 0:
+            return None
+        if HUB.linked:
+            # Worker processes share this database (`workers.processes`): the
+            # submission queues, and the first process that claims it runs it;
+            # claimed here at once, every Submit would go to this process alone.
             return None
         self._reserved += 1
         return self.owner_id, self._settings.lease_duration

@@ -154,33 +154,28 @@ def test_linked_processes_wake_each_other_without_polling(tmp_path: Path) -> Non
     try:
         (child,) = worker_children(service)
         wait_until_open(child, database)
-        # Whichever process claims a Submit first runs it, and the service claims a
-        # Submit as it creates it while its one slot is free: so submit two at once,
-        # until the worker process runs one (without the wake it claims only at its
-        # start and its poll).
+        # Whichever process claims a Submit first runs it: submit until the worker
+        # process runs one (without the wake it claims only at its start and its poll;
+        # and with worker processes, the service claims no Submit as it creates it).
         for attempt in range(TRIES):
-            # Opened before the Submits, so the rounds arrive as live events.
+            # Opened before the Submit, so the round arrives as a live event.
             stream = stubs.executions.WatchPending(
                 execution_service_pb2.WatchPendingRequest(), timeout=BOUND
             )
-            ledgers = [tmp_path / f"ledger-{attempt}-{i}.txt" for i in range(2)]
-            executions = [submit_ledger(stubs, ledger) for ledger in ledgers]
-            rounds = pending_rounds(stream, executions)
+            ledger = tmp_path / f"ledger-{attempt}.txt"
+            execution_id = submit_ledger(stubs, ledger)
+            round_id = pending_rounds(stream, [execution_id])[execution_id]
             stream.cancel()
-            ran_in_child = False
-            for execution_id, ledger in zip(executions, ledgers, strict=True):
-                in_child = parent_of(asked_in(ledger)) == child
-                stubs.respond(rounds[execution_id], f"answer-{attempt}")
-                result = result_within(stubs, execution_id)
-                assert result.outcome == execution_pb2.EXECUTION_OUTCOME_SUCCEEDED, result
-                if in_child:
-                    # The child's round reached the service's stream, the service's
-                    # Respond resumed it in the child (the same MCP server process
-                    # got the answer) and its finish ended the service's Result wait.
-                    asked, answered = answered_where(ledger)
-                    assert asked == answered, (asked, answered)
-                    ran_in_child = True
-            if ran_in_child:
+            in_child = parent_of(asked_in(ledger)) == child
+            stubs.respond(round_id, f"answer-{attempt}")
+            result = result_within(stubs, execution_id)
+            assert result.outcome == execution_pb2.EXECUTION_OUTCOME_SUCCEEDED, result
+            if in_child:
+                # The child's round reached the service's stream, the service's
+                # Respond resumed it in the child (the same MCP server process
+                # got the answer) and its finish ended the service's Result wait.
+                asked, answered = answered_where(ledger)
+                assert asked == answered, (asked, answered)
                 return
         raise AssertionError(f"the worker process ran none of {TRIES} executions")
     except grpc.RpcError as exc:
