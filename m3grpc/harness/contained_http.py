@@ -106,22 +106,31 @@ class PostDispatcher:
         *,
         task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
     ) -> None:
-        """Ready at once; runs until the session closes (nothing to receive: every
-        response comes back on its request's POST)."""
+        """Ready at once; runs until the session closes (`_receive`), then ends the
+        session on the server if it has one."""
         self._on_request = on_request
         self._on_notify = on_notify
         self._intercept = on_notify_intercept
         self._running = True
         task_status.started()
         try:
-            await anyio.sleep_forever()
+            await self._receive()
         finally:
             self._running = False
             self._closed = True
+            self._stopped()
             if self._transport.session_id:
                 with anyio.CancelScope(shield=True):
                     with anyio.move_on_after(_TERMINATE_TIMEOUT_SECONDS):
                         await self._transport.terminate_session(self._http)
+
+    async def _receive(self) -> None:
+        """Until the session closes: nothing to receive here, as every response comes
+        back on its request's POST (a stateful session also reads its GET stream)."""
+        await anyio.sleep_forever()
+
+    def _stopped(self) -> None:
+        """The session is closing: stop what still runs for it (nothing here)."""
 
     async def send_raw_request(
         self, method: str, params: Mapping[str, Any] | None, opts: CallOptions | None = None

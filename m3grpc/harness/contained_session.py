@@ -41,9 +41,6 @@ import anyio.abc
 import httpx2
 from mcp.shared.dispatcher import (
     CallOptions,
-    OnNotify,
-    OnNotifyIntercept,
-    OnRequest,
     coerce_request_id,
 )
 from mcp.shared.jsonrpc_dispatcher import (
@@ -92,34 +89,16 @@ class SessionDispatcher(PostDispatcher):
         # The requests the server sent whose handlers run, by coerced id.
         self._serving: dict[RequestId, _Serving] = {}
 
-    async def run(
-        self,
-        on_request: OnRequest,
-        on_notify: OnNotify,
-        on_notify_intercept: OnNotifyIntercept | None = None,
-        *,
-        task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
-    ) -> None:
-        """`PostDispatcher.run`, reading the GET stream once the session is initialized."""
-        self._on_request = on_request
-        self._on_notify = on_notify
-        self._intercept = on_notify_intercept
-        self._running = True
-        task_status.started()
-        try:
-            await self._initialized.wait()
-            get_stream: Any = _GetStream(self)  # the transport only calls its send()
-            await self._transport.handle_get_stream(self._http, get_stream)
-            await anyio.sleep_forever()
-        finally:
-            self._running = False
-            self._closed = True
-            for serving in list(self._serving.values()):
-                serving.task.cancel()
-            if self._transport.session_id:
-                with anyio.CancelScope(shield=True):
-                    with anyio.move_on_after(5.0):
-                        await self._transport.terminate_session(self._http)
+    async def _receive(self) -> None:
+        """The GET stream, read once the session is initialized (as the SDK's transport)."""
+        await self._initialized.wait()
+        get_stream: Any = _GetStream(self)  # the transport only calls its send()
+        await self._transport.handle_get_stream(self._http, get_stream)
+        await anyio.sleep_forever()
+
+    def _stopped(self) -> None:
+        for serving in list(self._serving.values()):
+            serving.task.cancel()
 
     async def notify(
         self, method: str, params: Mapping[str, Any] | None, opts: CallOptions | None = None
