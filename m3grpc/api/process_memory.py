@@ -6,6 +6,7 @@ the service's libraries are imported.
 from __future__ import annotations
 
 import ctypes
+import gc
 import os
 import sys
 
@@ -39,3 +40,12 @@ def skip_trio() -> None:
     only, where httpcore2 never uses it (it treats trio as absent). Call it before
     httpcore2 is imported."""
     sys.modules.setdefault("trio", None)  # type: ignore[arg-type]
+
+
+def freeze_startup_objects() -> None:
+    """Move every object alive once the process has started (modules, schemas, compiled
+    statements: ~150,000 in `m3grpc serve`) out of the cyclic garbage collector's
+    generations. They live as long as the process, yet each full collection walked
+    them all: 30-40 ms a collection, a pause every few hundred rounds under load.
+    Call it once, after start-up."""
+    gc.freeze()

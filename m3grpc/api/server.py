@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 import grpc
 from grpc_health.v1 import health, health_pb2_grpc
 
+from m3grpc.api import process_memory
 from m3grpc.api.auth import Authenticator, AuthInterceptor
 from m3grpc.api.config import ServiceConfig, Tls, check_listen, is_loopback
 from m3grpc.api.elicitation_service import ElicitationService
@@ -482,6 +483,7 @@ async def serve(
     except BaseException:
         await service.stop(config.shutdown_grace_seconds)
         raise
+    process_memory.freeze_startup_objects()
     # Tests and scripts wait for this exact line (printed last).
     print(f"m3grpc serving on {service.address}", file=out, flush=True)
     try:

@@ -131,6 +131,7 @@ async def run_workers(config: ServiceConfig, wake_fd: int | None = None) -> None
         await runtime.start()
         if wake_fd is not None:
             HUB.connect([socket.socket(fileno=wake_fd)])
+        process_memory.freeze_startup_objects()
         await stop.wait()
     finally:
         await runtime.stop(config.shutdown_grace_seconds)
