@@ -14,14 +14,15 @@ reaches the buffer. The reader runs only while a stream is open.
 
 On SQLite the store hands over the events each commit of this process appended
 (with their sequence numbers; a group-commit member rolled back to its savepoint
-hands over none), before that commit's wake-up: they join the buffer without a
-read when they follow its head with no gap and each execution's principal is
-known (learnt from earlier reads of the log and from this process's Submits).
-Anything else reads the log as before: a gap (another process's events, or two
-commits' hand-overs in the other order), an execution of unknown principal, a
-wake-up without a hand-over, or other processes being heard (their wake-ups
-coincide with ours). Over gRPC that read ran on a store thread while the answer
-a Respond had just made durable was starting its delivery.
+hands over none), on the committing thread before it schedules that commit's
+wake-up (no loop callback of its own), so the woken reader finds them: they join
+the buffer without a read when they follow its head with no gap and each
+execution's principal is known (learnt from earlier reads of the log and from
+this process's Submits). Anything else reads the log as before: a gap (another
+process's events), an execution of unknown principal, a wake-up without a
+hand-over, or other processes being heard (their wake-ups coincide with ours).
+Over gRPC that read ran on a store thread while the answer a Respond had just
+made durable was starting its delivery.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ import asyncio
 import bisect
 import contextlib
 import logging
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Iterator
 
 from m3grpc.runtime import EventKind, OwnedEvent, Runtime, StoredEvent
@@ -57,10 +58,11 @@ class EventTail:
         self._readers = 0
         self._task: asyncio.Task[None] | None = None
         # What commits of this process handed over, not yet in the buffer (one list
-        # per commit, in seq order), and every execution's principal known here.
-        self._handed: list[list[StoredEvent]] = []
+        # per commit, in seq order; appended by the committing threads, taken on the
+        # loop), and every execution's principal known here.
+        self._handed: deque[list[StoredEvent]] = deque()
         self._principals: OrderedDict[str, str | None] = OrderedDict()
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self._listening = False
         # Reads of the log (the start's position read not counted), and how many
         # times the buffer's advance woke the streams.
         self.log_reads = 0
@@ -70,8 +72,8 @@ class EventTail:
     def reading(self) -> Iterator[None]:
         """While inside, the log is read: a stream holds this for its lifetime."""
         self._readers += 1
-        if self._loop is None:
-            self._loop = asyncio.get_running_loop()
+        if not self._listening:
+            self._listening = True
             self._runtime.store.add_appended_listener(self._appended)
         if self._task is None or self._task.done():
             self._task = asyncio.create_task(self._run(), name="m3-event-tail")
@@ -85,7 +87,9 @@ class EventTail:
                 self._task = None
                 self._floor = self._head = None
                 self._seqs, self._events = [], []
-                self._handed = []
+                # (A commit under way may still add one: its events are older than
+                # the next start's head, which skips them.)
+                self._handed.clear()
 
     def learn_principal(self, execution_id: str, principal: str | None) -> None:
         """`execution_id` belongs to `principal` (None: no principal), as stored: a
@@ -131,26 +135,22 @@ class EventTail:
         return found, position
 
     def _appended(self, events: list[StoredEvent]) -> None:
-        """A commit's events, on the committing thread: queued on the loop ahead of
-        the commit's wake-up (the store calls this listener first)."""
-        loop = self._loop
-        if self._readers and loop is not None and not loop.is_closed():
-            loop.call_soon_threadsafe(self._take_handed, events)
-
-    def _take_handed(self, events: list[StoredEvent]) -> None:
-        if self._head is not None:  # else reading starts from the log's end anyway
+        """A commit's events, on the committing thread, which schedules the commit's
+        wake-up after this (the store calls this listener first): the reader woken
+        finds them here. (Events the reader's start reads from the log anyway, or
+        that are older than its head, it skips.)"""
+        if self._readers:
             self._handed.append(events)
 
     def _from_handed(self) -> bool:
         """Moves what was handed over into the buffer while it follows the head; True
         if the log needs no read (everything handed over joined, nobody else writes)."""
-        batches, self._handed = self._handed, []
         head = self._head
         assert head is not None
         page: list[OwnedEvent] = []
         joined = True
-        for batch in batches:
-            for event in batch:
+        while joined and self._handed:
+            for event in self._handed.popleft():
                 if event.seq <= head:
                     continue  # already read from the log
                 if event.seq != head + 1 or event.execution_id not in self._principals:
@@ -158,8 +158,8 @@ class EventTail:
                     break
                 page.append(OwnedEvent(event, self._principals[event.execution_id]))
                 head = event.seq
-            if not joined:
-                break
+        if not joined:
+            self._handed.clear()  # the log read that follows covers them
         if page:
             self._extend(page)
         # Other processes' events (PostgreSQL replicas, SQLite worker processes linked

@@ -612,17 +612,21 @@ def _submit_responses(
     worker starts the delivery before the caller's reply is sent (and is woken even
     if the caller is cancelled while the write commits). An answered round's record
     is built here, off the loop, and handed to the worker: no read back (with
-    its delivery started, when `start_delivery` asked for it and it did)."""
-    submission = store.managed_input_store.submit_responses_detailed(
-        round_id,
-        responses,
-        idempotency_key=idempotency_key,
-        execution_id=execution_id,
-        start_delivery=start_delivery,
-    )
-    answered = submission.status is ManagedInputStatus.RESPONSE_VALIDATED
-    if answered and not submission.replayed:
-        notifier.notify(round_id, submission.started_record or submission.record)
-    else:
-        notifier.notify(round_id, submission.record if answered else None)
+    its delivery started, when `start_delivery` asked for it and it did).
+
+    The worker's wake-up and the commit's wake-up of the event-log readers (when
+    this thread committed) go to the loop as one callback, the worker's first."""
+    with notifier.batched():
+        submission = store.managed_input_store.submit_responses_detailed(
+            round_id,
+            responses,
+            idempotency_key=idempotency_key,
+            execution_id=execution_id,
+            start_delivery=start_delivery,
+        )
+        answered = submission.status is ManagedInputStatus.RESPONSE_VALIDATED
+        if answered and not submission.replayed:
+            notifier.notify(round_id, submission.started_record or submission.record)
+        else:
+            notifier.notify(round_id, submission.record if answered else None)
     return submission

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
 from collections import OrderedDict, defaultdict
 from collections.abc import Callable, Iterator
 
@@ -57,6 +58,8 @@ class Notifier:
         self._remembered: OrderedDict[str, object] = OrderedDict()
         # Hand-overs under way: the write may be committed, its value not at hand yet.
         self._handing_over: dict[str, asyncio.Future[object]] = {}
+        # Per thread: the wake-ups collected inside `batched` (None: none open).
+        self._batch = threading.local()
 
     def poll_interval(self, base: float) -> float:
         """How long a waiter may sleep before re-reading the database, given its
@@ -89,14 +92,52 @@ class Notifier:
     def notify(self, key: str, value: object = None) -> None:
         """Wake every waiter of `key` with `value` (what was committed, if the
         notifier knows; None: waiters read the database); safe from any thread."""
-        try:
-            running = asyncio.get_running_loop()
-        except RuntimeError:
-            running = None
-        if running is self._loop:
+        if self._on_loop():
             self._wake(key, value)
+            return
+        batch: list[tuple[str, object]] | None = getattr(self._batch, "wakes", None)
+        if batch is not None:
+            batch.append((key, value))
         elif not self._loop.is_closed():
             self._loop.call_soon_threadsafe(self._wake, key, value)
+
+    @contextlib.contextmanager
+    def batched(self) -> Iterator[None]:
+        """The wake-ups this thread notifies while inside are issued at exit, as one
+        loop callback (each is a loop iteration's callback and a self-pipe write of
+        its own otherwise), event-log readers (EVENTS_KEY) last: a Respond's commit
+        wakes the worker that delivers the answer before the WatchPending streams.
+        On the loop's thread, and nested, it changes nothing."""
+        if self._on_loop() or getattr(self._batch, "wakes", None) is not None:
+            yield
+            return
+        wakes: list[tuple[str, object]] = []
+        self._batch.wakes = wakes
+        try:
+            yield
+        finally:
+            # Issued even when the body raised: a group commit's committer may have
+            # collected other writes' wake-ups before its own write failed.
+            self._batch.wakes = None
+            if wakes and not self._loop.is_closed():
+                self._loop.call_soon_threadsafe(self._wake_batch, wakes)
+
+    def _on_loop(self) -> bool:
+        try:
+            return asyncio.get_running_loop() is self._loop
+        except RuntimeError:
+            return False
+
+    def _wake_batch(self, wakes: list[tuple[str, object]]) -> None:
+        # Futures resume in the order they are resolved.
+        events = False
+        for key, value in wakes:
+            if key == EVENTS_KEY:
+                events = True  # one wake-up of the readers is enough
+            else:
+                self._wake(key, value)
+        if events:
+            self._wake(EVENTS_KEY)
 
     @contextlib.contextmanager
     def handing_over(self, key: str) -> Iterator[Callable[[object], None]]:

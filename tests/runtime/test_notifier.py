@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from m3grpc import AsyncMCPTestKit, ElicitationResponse, HttpServer
-from m3grpc.runtime.notifier import Notifier, wait_for, woken_with
+from m3grpc.runtime.notifier import EVENTS_KEY, Notifier, wait_for, woken_with
 from m3grpc.storage import SQLiteExecutionStore
 from m3grpc.types import ExecutionOutcome
 from tests.runtime.conftest import text_of
@@ -38,6 +38,86 @@ def test_a_value_notified_from_another_thread_reaches_every_waiter() -> None:
         assert await wait_for(other, 5) and woken_with(other) is None
 
     asyncio.run(scenario())
+
+
+def test_a_batch_wakes_the_event_log_readers_after_the_others() -> None:
+    # A store thread's batch goes to the loop at its exit, as one callback: the
+    # commit's EVENTS_KEY wake-up (notified first, by the commit) is issued after
+    # the answered round's, so the worker resumes ahead of the WatchPending streams.
+    async def scenario() -> None:
+        notifier = Notifier(asyncio.get_running_loop())
+        events, answered = notifier.register(EVENTS_KEY), notifier.register("round")
+        order: list[str] = []
+        events.add_done_callback(lambda _: order.append("events"))
+        answered.add_done_callback(lambda _: order.append("round"))
+        held: list[bool] = []
+
+        def commit() -> None:
+            with notifier.batched():
+                notifier.notify(EVENTS_KEY)
+                notifier.notify("round", {"answer": 42})
+                notifier.notify(EVENTS_KEY)  # another commit's, in the same batch
+                held.append(events.done() or answered.done())
+
+        thread = threading.Thread(target=commit)
+        thread.start()
+        assert await wait_for(answered, 5) and await wait_for(events, 5)
+        thread.join()
+        await asyncio.sleep(0)  # the done callbacks run
+        assert held == [False]  # nothing was issued before the batch's end
+        assert order == ["round", "events"]
+        assert woken_with(answered) == {"answer": 42}
+        # A batch on the loop's thread wakes at once.
+        late = notifier.register("k")
+        with notifier.batched():
+            notifier.notify("k", 1)
+            assert woken_with(late) == 1
+
+    asyncio.run(scenario())
+
+
+def test_a_respond_wakes_the_waiting_worker_before_the_event_log_readers(
+    tmp_path: Path,
+) -> None:
+    """The Respond's commit wakes the readers of the event log (its round_changed
+    event) and the worker waiting on the round: the worker's wake-up comes first,
+    in the same loop callback, so the streams do not run ahead of the delivery."""
+
+    async def scenario(url: str) -> None:
+        store = SQLiteExecutionStore(tmp_path / "m3.sqlite")
+        try:
+            async with AsyncMCPTestKit(store=store, env={}, poll_interval=30.0) as kit:
+                agent = kit.agents([{"harness": "scripted", "models": []}])[0]
+                binding = HttpServer(name="shipping", url=url, protocol="2026-07-28")
+                handle = await agent.submit(
+                    "Book the shipment.",
+                    server=binding,
+                    tools=["shipping:book_shipment"],
+                    human_input="managed",
+                )
+                pending = await handle.wait_for_pending(timeout=60)
+                assert pending is not None
+                notifier = kit.runtime.notifier
+                order: list[tuple[str, bool]] = []
+                # Woken by the same wake-up as the worker, which registered earlier.
+                answered = notifier.register(pending.round_id)
+                events = notifier.register(EVENTS_KEY)
+                answered.add_done_callback(lambda _: order.append(("round", events.done())))
+                events.add_done_callback(lambda _: order.append(("events", answered.done())))
+                await handle.respond_elicitation(
+                    pending.round_id, {"shipping_address": ADDRESS}, idempotency_key="a"
+                )
+                assert await wait_for(answered, 20) and await wait_for(events, 20)
+                await asyncio.sleep(0)
+                # One callback woke both; the round's waiters first.
+                assert order == [("round", True), ("events", True)]
+                result = await handle.result(timeout=20)
+                assert result.outcome is ExecutionOutcome.SUCCEEDED
+        finally:
+            store.close()
+
+    with http_mcp_server("shipping", "mrtr") as url:
+        asyncio.run(asyncio.wait_for(scenario(url), 120))
 
 
 def test_a_reader_ahead_of_the_write_waits_for_what_it_hands_over() -> None:
