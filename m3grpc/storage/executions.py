@@ -119,6 +119,18 @@ _ANY_CLAIMABLE = statements.Prepared(
     sa.select(executions.c.execution_id).where(_CLAIMABLE).limit(1)
 )
 
+# settled()'s reads, built once: a statement built per call cost more CPU than
+# running it (SQLAlchemy derives a new statement's cache key); the IDs are one
+# expanding parameter, which SQLAlchemy's compiled cache keeps by statement.
+_ROUNDS_LEFT_PENDING = sa.select(rounds.c.round_id).where(
+    rounds.c.round_id.in_(sa.bindparam("ids", expanding=True)),
+    rounds.c.status != ManagedInputStatus.PENDING.value,
+)
+_EXECUTIONS_FINISHED = sa.select(executions.c.execution_id).where(
+    executions.c.execution_id.in_(sa.bindparam("ids", expanding=True)),
+    executions.c.lifecycle == ExecutionStatus.FINISHED.value,
+)
+
 
 @functools.cache
 def _claim_update(rule: Rule[ExecutionStatus]) -> statements.Prepared:
@@ -421,23 +433,9 @@ class SqlExecutionStore:
         finished: set[str] = set()
         with read_transaction(self._engine) as conn:
             for chunk in _chunks(round_ids):
-                left.update(
-                    conn.execute(
-                        sa.select(rounds.c.round_id).where(
-                            rounds.c.round_id.in_(chunk),
-                            rounds.c.status != ManagedInputStatus.PENDING.value,
-                        )
-                    ).scalars()
-                )
+                left.update(conn.execute(_ROUNDS_LEFT_PENDING, {"ids": chunk}).scalars())
             for chunk in _chunks(execution_ids):
-                finished.update(
-                    conn.execute(
-                        sa.select(executions.c.execution_id).where(
-                            executions.c.execution_id.in_(chunk),
-                            executions.c.lifecycle == ExecutionStatus.FINISHED.value,
-                        )
-                    ).scalars()
-                )
+                finished.update(conn.execute(_EXECUTIONS_FINISHED, {"ids": chunk}).scalars())
         return left, finished
 
     def ping(self) -> None:
