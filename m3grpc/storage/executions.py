@@ -825,7 +825,14 @@ class SqlExecutionStore:
     def _guard(
         self, conn: Connection, execution_id: str, lease: ManagedInputLease
     ) -> tuple[RowLike, datetime]:
-        row = self._load(conn, execution_id, for_update=True)
+        """The execution's lease columns (locked) if `lease` is its live lease, and now."""
+        row = statements.SELECT_EXECUTION_LEASE_FOR_UPDATE.first(
+            conn, {"execution_id": execution_id}
+        )
+        if row is None:
+            raise ExecutionNotFoundError(
+                f"no execution {execution_id!r}", metadata={"execution_id": execution_id}
+            )
         now = self.now()
         if (
             row.worker_owner_id != lease.owner_id
