@@ -119,6 +119,64 @@ _ANY_CLAIMABLE = statements.Prepared(
     sa.select(executions.c.execution_id).where(_CLAIMABLE).limit(1)
 )
 
+# settled()'s reads, built once: a statement built per call cost more CPU than
+# running it (SQLAlchemy derives a new statement's cache key); the IDs are one
+# expanding parameter, which SQLAlchemy's compiled cache keeps by statement.
+_ROUNDS_LEFT_PENDING = sa.select(rounds.c.round_id).where(
+    rounds.c.round_id.in_(sa.bindparam("ids", expanding=True)),
+    rounds.c.status != ManagedInputStatus.PENDING.value,
+)
+_EXECUTIONS_FINISHED = sa.select(executions.c.execution_id).where(
+    executions.c.execution_id.in_(sa.bindparam("ids", expanding=True)),
+    executions.c.lifecycle == ExecutionStatus.FINISHED.value,
+)
+
+# The heartbeat's statements (renew_leases), built once: the IDs of a chunk are
+# one expanding parameter, which SQLAlchemy's compiled cache keeps by statement.
+_RENEWED_EXECUTIONS = (
+    sa.select(
+        executions.c.execution_id,
+        executions.c.worker_owner_id,
+        executions.c.worker_lease_token,
+        executions.c.lifecycle,
+        executions.c.cancel_requested,
+    )
+    .where(executions.c.execution_id.in_(sa.bindparam("ids", expanding=True)))
+    .with_for_update()
+)
+_RENEW_EXECUTIONS = (
+    executions.update()
+    .where(executions.c.execution_id.in_(sa.bindparam("b_ids", expanding=True)))
+    .where(executions.c.worker_owner_id == sa.bindparam("b_owner_id"))
+    .values(
+        worker_lease_expires_at=sa.bindparam(
+            "v_expires", type_=executions.c.worker_lease_expires_at.type
+        )
+    )
+)
+_RENEW_ROUNDS = (
+    rounds.update()
+    .where(rounds.c.execution_id.in_(sa.bindparam("b_ids", expanding=True)))
+    .where(rounds.c.owner_id == sa.bindparam("b_owner_id"))
+    .where(rounds.c.status.in_(ROUND_RULE["renew_leases"].open_states()))
+    .values(lease_expires_at=sa.bindparam("v_expires", type_=rounds.c.lease_expires_at.type))
+)
+# Recovery's and the gauges' reads, built once too.
+_EXPIRED_EXECUTIONS = (
+    sa.select(executions.c.execution_id)
+    .where(executions.c.lifecycle != ExecutionStatus.FINISHED.value)
+    .where(
+        executions.c.worker_lease_expires_at
+        <= sa.bindparam("now", type_=executions.c.worker_lease_expires_at.type)
+    )
+)
+_COUNT_QUEUED = (
+    sa.select(sa.func.count())
+    .select_from(executions)
+    .where(executions.c.lifecycle == ExecutionStatus.QUEUED.value)
+)
+_COUNT_ROUNDS_BY_STATUS = sa.select(rounds.c.status, sa.func.count()).group_by(rounds.c.status)
+
 
 @functools.cache
 def _claim_update(rule: Rule[ExecutionStatus]) -> statements.Prepared:
@@ -396,20 +454,12 @@ class SqlExecutionStore:
 
     def count_queued(self) -> int:
         with read_transaction(self._engine) as conn:
-            return int(
-                conn.execute(
-                    sa.select(sa.func.count())
-                    .select_from(executions)
-                    .where(executions.c.lifecycle == ExecutionStatus.QUEUED.value)
-                ).scalar_one()
-            )
+            return int(conn.execute(_COUNT_QUEUED).scalar_one())
 
     def count_rounds_by_status(self) -> dict[str, int]:
         """How many rounds are in each status (every replica's), for metrics."""
         with read_transaction(self._engine) as conn:
-            rows = conn.execute(
-                sa.select(rounds.c.status, sa.func.count()).group_by(rounds.c.status)
-            ).all()
+            rows = conn.execute(_COUNT_ROUNDS_BY_STATUS).all()
         return {str(status): int(count) for status, count in rows}
 
     def settled(
@@ -421,23 +471,9 @@ class SqlExecutionStore:
         finished: set[str] = set()
         with read_transaction(self._engine) as conn:
             for chunk in _chunks(round_ids):
-                left.update(
-                    conn.execute(
-                        sa.select(rounds.c.round_id).where(
-                            rounds.c.round_id.in_(chunk),
-                            rounds.c.status != ManagedInputStatus.PENDING.value,
-                        )
-                    ).scalars()
-                )
+                left.update(conn.execute(_ROUNDS_LEFT_PENDING, {"ids": chunk}).scalars())
             for chunk in _chunks(execution_ids):
-                finished.update(
-                    conn.execute(
-                        sa.select(executions.c.execution_id).where(
-                            executions.c.execution_id.in_(chunk),
-                            executions.c.lifecycle == ExecutionStatus.FINISHED.value,
-                        )
-                    ).scalars()
-                )
+                finished.update(conn.execute(_EXECUTIONS_FINISHED, {"ids": chunk}).scalars())
         return left, finished
 
     def ping(self) -> None:
@@ -572,16 +608,9 @@ class SqlExecutionStore:
         with write_transaction(self._engine) as conn:
             for start in range(0, len(ids), _RENEW_CHUNK):
                 chunk = ids[start : start + _RENEW_CHUNK]
-                query = sa.select(
-                    executions.c.execution_id,
-                    executions.c.worker_owner_id,
-                    executions.c.worker_lease_token,
-                    executions.c.lifecycle,
-                    executions.c.cancel_requested,
-                ).where(executions.c.execution_id.in_(chunk))
                 renewed = [
                     row
-                    for row in conn.execute(query.with_for_update())
+                    for row in conn.execute(_RENEWED_EXECUTIONS, {"ids": chunk})
                     if row.worker_owner_id == owner_id
                     and row.worker_lease_token == tokens[row.execution_id]
                     and row.lifecycle != ExecutionStatus.FINISHED.value
@@ -589,10 +618,12 @@ class SqlExecutionStore:
                 if not renewed:
                     continue
                 conn.execute(
-                    executions.update()
-                    .where(executions.c.execution_id.in_([row.execution_id for row in renewed]))
-                    .where(executions.c.worker_owner_id == owner_id)
-                    .values(worker_lease_expires_at=expires)
+                    _RENEW_EXECUTIONS,
+                    {
+                        "b_ids": [row.execution_id for row in renewed],
+                        "b_owner_id": owner_id,
+                        "v_expires": expires,
+                    },
                 )
                 for row in renewed:
                     held[row.execution_id] = (expires, bool(row.cancel_requested))
@@ -603,11 +634,12 @@ class SqlExecutionStore:
         with write_transaction(self._engine) as conn:
             for start in range(0, len(renewed_ids), _RENEW_CHUNK):
                 conn.execute(
-                    rounds.update()
-                    .where(rounds.c.execution_id.in_(renewed_ids[start : start + _RENEW_CHUNK]))
-                    .where(rounds.c.owner_id == owner_id)
-                    .where(rounds.c.status.in_(ROUND_RULE["renew_leases"].open_states()))
-                    .values(lease_expires_at=expires)
+                    _RENEW_ROUNDS,
+                    {
+                        "b_ids": renewed_ids[start : start + _RENEW_CHUNK],
+                        "b_owner_id": owner_id,
+                        "v_expires": expires,
+                    },
                 )
         return held
 
@@ -740,13 +772,7 @@ class SqlExecutionStore:
         """Unfinished executions whose worker's lease has expired."""
         now = self.now()
         with read_transaction(self._engine) as conn:
-            return list(
-                conn.execute(
-                    sa.select(executions.c.execution_id)
-                    .where(executions.c.lifecycle != ExecutionStatus.FINISHED.value)
-                    .where(executions.c.worker_lease_expires_at <= now)
-                ).scalars()
-            )
+            return list(conn.execute(_EXPIRED_EXECUTIONS, {"now": now}).scalars())
 
     def fail_recovery(self, execution_id: str) -> ExecutionState:
         """Finish an execution whose worker disappeared: its open rounds fail closed;
@@ -827,7 +853,14 @@ class SqlExecutionStore:
     def _guard(
         self, conn: Connection, execution_id: str, lease: ManagedInputLease
     ) -> tuple[RowLike, datetime]:
-        row = self._load(conn, execution_id, for_update=True)
+        """The execution's lease columns (locked) if `lease` is its live lease, and now."""
+        row = statements.SELECT_EXECUTION_LEASE_FOR_UPDATE.first(
+            conn, {"execution_id": execution_id}
+        )
+        if row is None:
+            raise ExecutionNotFoundError(
+                f"no execution {execution_id!r}", metadata={"execution_id": execution_id}
+            )
         now = self.now()
         if (
             row.worker_owner_id != lease.owner_id

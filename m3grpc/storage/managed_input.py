@@ -107,6 +107,13 @@ _CREATED = ROUND_RULE["create_round"].creates()
 # form (which reading back gives unchanged), e.g. a tuple that reads back as a list.
 _TIME_COLUMNS = ("deadline", "lease_expires_at", "created_at", "updated_at")
 _FREE_JSON_COLUMNS = ("turn_metadata", "operation_parameters")
+# Recovery's work list (expired_round_ids), built once.
+_EXPIRED_ROUNDS = (
+    sa.select(rounds.c.round_id)
+    .where(rounds.c.status.in_(ROUND_RULE["fail_recovery"].open_states()))
+    .where(rounds.c.lease_expires_at <= sa.bindparam("now", type_=rounds.c.lease_expires_at.type))
+    .order_by(rounds.c.created_at)
+)
 
 
 @dataclass(frozen=True)
@@ -637,14 +644,7 @@ class SqlManagedInputStore:
         """Non-terminal rounds whose owner's lease has expired: recovery's work list."""
         now = self.now()
         with read_transaction(self._engine) as conn:
-            return list(
-                conn.execute(
-                    sa.select(rounds.c.round_id)
-                    .where(rounds.c.status.in_(ROUND_RULE["fail_recovery"].open_states()))
-                    .where(rounds.c.lease_expires_at <= now)
-                    .order_by(rounds.c.created_at)
-                ).scalars()
-            )
+            return list(conn.execute(_EXPIRED_ROUNDS, {"now": now}).scalars())
 
     # -- internals ---------------------------------------------------------------
 

@@ -12,6 +12,8 @@ from typing import Any
 import sqlalchemy as sa
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+# Built once: every stored time converts through it (several per transition).
+_MICROSECOND = timedelta(microseconds=1)
 
 
 class UtcMicros(sa.types.TypeDecorator[datetime]):
@@ -34,7 +36,7 @@ class UtcMicros(sa.types.TypeDecorator[datetime]):
 def to_micros(value: datetime) -> int:
     if value.tzinfo is None:
         raise ValueError(f"naive datetime {value!r}: times must be timezone-aware")
-    return (value - _EPOCH) // timedelta(microseconds=1)
+    return (value - _EPOCH) // _MICROSECOND
 
 
 def from_micros(value: int) -> datetime:

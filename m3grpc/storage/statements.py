@@ -276,6 +276,19 @@ SELECT_EXECUTION_STATE = Prepared(
         executions.c.execution_id == sa.bindparam("execution_id")
     )
 )
+# What a worker's lease check reads (SqlExecutionStore._guard), locked: not the
+# spec nor the result, documents decoded for nothing on every finish and renewal.
+SELECT_EXECUTION_LEASE_FOR_UPDATE = Prepared(
+    sa.select(
+        executions.c.execution_id,
+        executions.c.worker_owner_id,
+        executions.c.worker_lease_token,
+        executions.c.worker_lease_expires_at,
+        executions.c.cancel_requested,
+    )
+    .where(executions.c.execution_id == sa.bindparam("execution_id"))
+    .with_for_update()
+)
 SELECT_EXECUTION_BY_REQUEST_ID = Prepared(
     sa.select(executions).where(executions.c.request_id == sa.bindparam("request_id"))
 )
