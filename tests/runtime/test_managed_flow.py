@@ -385,6 +385,12 @@ def test_the_last_round_resolves_in_the_finish_commit(
                 human_input="managed",
             )
             pending = wait_pending(handle)
+            # The round can be read before its worker waits on it (under load): the
+            # answer starts its delivery only once the worker waits.
+            runtime = kit._async_kit.runtime
+            deadline = time.monotonic() + 60
+            while runtime.waiting_executions == 0 and time.monotonic() < deadline:
+                time.sleep(0.005)
             commits: list[None] = []
             store.add_events_listener(lambda: commits.append(None))
             handle.respond_elicitation(
