@@ -1,12 +1,19 @@
-"""What Streamable HTTP sessions of one binding share: the SSL context, the discover answer.
+"""What Streamable HTTP sessions share: the SSL context, the connections, the discover answer.
 
 Building an `httpx2.AsyncClient` builds an SSL context and loads the system's CA
 certificates (tens of milliseconds of CPU), even for a plain `http://` URL; one per
-execution made that most of an execution's cost. Every session still gets its own
-client (its own connections and cookies, closed with the session), but all of them
-share one SSL context per process, so a client costs next to nothing to build.
-Without proxies in the environment its connections run on asyncio's streams
-(`asyncio_network`) rather than httpx2's AnyIO backend.
+execution made that most of an execution's cost. Every session gets its own client
+(its own headers and cookies), but all of them share one SSL context per process, so
+a client costs next to nothing to build.
+
+Without proxies in the environment, the sessions of an event loop also share its
+connections: one pool per loop (connections by scheme, host and port), on asyncio's
+streams (`asyncio_network`) rather than httpx2's AnyIO backend. A session's own pool
+made every legacy execution open three or four TCP connections (its handshake, its
+GET stream, its call, the answers it POSTs while the call runs); from a shared pool
+a request takes any idle connection to its server. Closing a session's client leaves
+the pool open; the pool closes with the harness (`HttpClients.aclose`, when the
+runtime stops). With proxies, each session's client has its own pool (httpx2's).
 
 It also remembers a 2026-07-28 server's `server/discover` answer per (URL, headers), so
 later sessions adopt it instead of asking again (the SDK's `prior_discover`); the harness
@@ -18,9 +25,11 @@ as a human takes (the SDK's default 300 s read timeout would cut it).
 
 from __future__ import annotations
 
+import asyncio
 import ssl
 import threading
 import urllib.request
+import weakref
 from collections.abc import Mapping
 
 import httpx2
@@ -30,7 +39,9 @@ from m3grpc.harness.asyncio_network import LIMITS, AsyncioTransport
 
 # Connect/write/pool timeout for Streamable HTTP; reads never time out (see above).
 HTTP_TIMEOUT_SECONDS = 30.0
-# A shared session's connections: as many at once as its executions' requests need.
+# A shared session's connections (with proxies), and an event loop's pool: as many at
+# once as the requests need (a paused legacy call holds its connection for as long as
+# a human takes: a cap would make the next execution wait for it).
 SHARED_LIMITS = httpx2.Limits(
     max_connections=None,
     max_keepalive_connections=LIMITS.max_keepalive_connections,
@@ -54,19 +65,26 @@ HeadersKey = tuple[tuple[str, str], ...]
 
 
 class HttpClients:
-    """New HTTP clients on the shared SSL context, and the remembered discover answers."""
+    """New HTTP clients on the shared SSL context and each event loop's connection
+    pools, and the remembered discover answers."""
 
     def __init__(self) -> None:
         self._discovered: dict[tuple[str, HeadersKey], DiscoverResult] = {}
+        # Each event loop's pools, shared by its sessions' clients: for `http://` URLs
+        # (no SSL context) and for the others.
+        self._pools: weakref.WeakKeyDictionary[
+            asyncio.AbstractEventLoop, dict[bool, AsyncioTransport]
+        ] = weakref.WeakKeyDictionary()
 
     def client(
         self, headers: Mapping[str, str], *, url: str | None = None, shared: bool = False
     ) -> httpx2.AsyncClient:
-        """A new client for one session; the caller closes it. `url`: the server's; for
-        an `http://` one (direct, no proxy) the client needs no SSL context, and the
-        process builds none (it loads the CA certificates). A `shared`
-        session's client (several executions' requests, see `shared_sessions`) has no
-        cap on its connections: a request never waits for another execution's long call."""
+        """A new client for one session, on the running loop's pool; the caller closes it
+        (which leaves the pool's connections open). `url`: the server's; for an `http://`
+        one (direct, no proxy) the client needs no SSL context, and the process builds
+        none (it loads the CA certificates). With proxies the client has a pool of its
+        own; a `shared` session's (several executions' requests, see `shared_sessions`)
+        has no cap on its connections: a request never waits for another's long call."""
         timeout = httpx2.Timeout(HTTP_TIMEOUT_SECONDS, read=None)
         limits = SHARED_LIMITS if shared else LIMITS
         if urllib.request.getproxies():
@@ -77,10 +95,23 @@ class HttpClients:
         # Direct connections on asyncio's streams (see asyncio_network).
         plain = url is not None and httpx2.URL(url).scheme == "http"
         return httpx2.AsyncClient(
-            headers=dict(headers),
-            timeout=timeout,
-            transport=AsyncioTransport(None if plain else shared_ssl_context(), limits),
+            headers=dict(headers), timeout=timeout, transport=_Borrowed(self._pool(plain))
         )
+
+    def _pool(self, plain: bool) -> AsyncioTransport:
+        pools = self._pools.setdefault(asyncio.get_running_loop(), {})
+        pool = pools.get(plain)
+        if pool is None:
+            pool = pools[plain] = AsyncioTransport(
+                None if plain else shared_ssl_context(), SHARED_LIMITS
+            )
+        return pool
+
+    async def aclose(self) -> None:
+        """Close the running loop's pools (their idle connections; a response still
+        open closes its connection when it is closed)."""
+        for pool in self._pools.pop(asyncio.get_running_loop(), {}).values():
+            await pool.aclose()
 
     def discovered(self, url: str, headers: Mapping[str, str]) -> DiscoverResult | None:
         """The server's remembered `server/discover` answer, if any."""
@@ -93,6 +124,20 @@ class HttpClients:
 
     def forget_discovered(self, url: str, headers: Mapping[str, str]) -> None:
         self._discovered.pop(binding_key(url, headers), None)
+
+
+class _Borrowed(httpx2.AsyncBaseTransport):
+    """A session's view of its loop's pool: closing the session's client does not
+    close the pool."""
+
+    def __init__(self, pool: AsyncioTransport) -> None:
+        self._pool = pool
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        return await self._pool.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        pass  # the pool closes with the harness (`HttpClients.aclose`)
 
 
 def binding_key(url: str, headers: Mapping[str, str]) -> tuple[str, HeadersKey]:
