@@ -1,4 +1,7 @@
-"""The MCP HTTP client's sockets on asyncio streams, without anyio's per-call layers.
+"""httpcore2's connections on asyncio streams, without anyio's per-call layers.
+
+Each session's own pool with an `https://` MCP server (`http_clients`; sessions with
+`http://` ones share `http11_transport`'s, which also uses `ReadToEnd` below).
 
 httpx2's default network backend (httpcore2's AnyIO backend) opens every
 connection through anyio's happy-eyeballs task group and wraps every read and
