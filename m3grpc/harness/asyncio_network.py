@@ -1,4 +1,7 @@
-"""The MCP HTTP client's sockets on asyncio streams, without anyio's per-call layers.
+"""httpcore2's connections on asyncio streams, without anyio's per-call layers.
+
+Each session's own pool with an `https://` MCP server (`http_clients`; sessions with
+`http://` ones share `http11_transport`'s, which also uses `ReadToEnd` below).
 
 httpx2's default network backend (httpcore2's AnyIO backend) opens every
 connection through anyio's happy-eyeballs task group and wraps every read and
@@ -14,7 +17,9 @@ A POST answered with an event stream gives its connection back for the next
 request: the SDK stops reading such a stream at the answer it waited for and
 closes it, and a response closed before its end costs its connection (a legacy
 session opened one per request, seven). The server ends that stream right after
-the answer, so closing reads what is left of it first (briefly, boundedly).
+the answer, so closing reads what is left of it first (briefly, boundedly). So does
+closing a short body of a known length (the SDK closes the 202 to a POSTed answer or
+notification without reading its empty body).
 
 Only for an asyncio event loop (M3's runtime runs on one); cancellation by the
 SDK's anyio cancel scopes works as for any asyncio await.
@@ -35,7 +40,7 @@ from httpcore2 import SOCKET_OPTION, AsyncNetworkBackend, AsyncNetworkStream
 from httpx2 import AsyncByteStream
 
 # RFC 8305's connection attempt delay, as anyio's connect_tcp uses.
-_HAPPY_EYEBALLS_DELAY = 0.25
+HAPPY_EYEBALLS_DELAY = 0.25
 # What is read of a POST's event stream, when it is closed, to reuse its connection:
 # the server's end of the stream is due right after the answer; anything more
 # (a server that keeps the stream open) costs the connection, as it did before.
@@ -143,7 +148,7 @@ class AsyncioBackend(AsyncNetworkBackend):
                 port,
                 local_addr=None if local_address is None else (local_address, 0),
                 # Racing addresses (a task each) only for a name, not an address.
-                happy_eyeballs_delay=None if _is_address(host) else _HAPPY_EYEBALLS_DELAY,
+                happy_eyeballs_delay=None if is_address(host) else HAPPY_EYEBALLS_DELAY,
             ),
             timeout,
             socket_options,
@@ -179,7 +184,7 @@ async def _connected(
     return AsyncioStream(reader, writer)
 
 
-def _is_address(host: str) -> bool:
+def is_address(host: str) -> bool:
     try:
         ipaddress.ip_address(host)
     except ValueError:
@@ -219,28 +224,40 @@ class AsyncioTransport(httpx2.AsyncHTTPTransport):
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         response = await super().handle_async_request(request)
-        content_type = response.headers.get("content-type", "")
         stream = response.stream
-        if (
-            request.method == "POST"
-            and content_type.lower().startswith("text/event-stream")
-            and isinstance(stream, AsyncByteStream)
-        ):
-            response.stream = _ReadToEnd(stream)
+        if isinstance(stream, AsyncByteStream) and rest_is_due(request, response):
+            response.stream = ReadToEnd(stream)
         return response
 
 
-class _ReadToEnd(AsyncByteStream):
-    """A POST's event stream that, closed before its end, reads the rest first (bounded
+def rest_is_due(request: httpx2.Request, response: httpx2.Response) -> bool:
+    """Whether what is left of `response`'s body, when it is closed unread, is due at
+    once: a POST's event stream (it ends after the answer), or a short body of a known
+    length (the SDK closes a 202 to a POSTed answer or notification unread)."""
+    length = response.headers.get("content-length")
+    if length is not None:
+        return length.isdigit() and int(length) <= _REST_BYTES
+    content_type = response.headers.get("content-type", "")
+    return request.method == "POST" and content_type.lower().startswith("text/event-stream")
+
+
+class ReadToEnd(AsyncByteStream):
+    """A response body that, closed before its end, reads the rest first (bounded
     by `_REST_SECONDS` and `_REST_BYTES`), so that its connection can be reused."""
 
     def __init__(self, stream: httpx2.AsyncByteStream) -> None:
         self._stream = stream
+        self._ended = False
 
-    def __aiter__(self) -> AsyncIterator[bytes]:
-        return self._stream.__aiter__()
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        async for part in self._stream:
+            yield part
+        self._ended = True  # read to its end: nothing is left to read
 
     async def aclose(self) -> None:
+        if self._ended:
+            await self._stream.aclose()
+            return
         try:
             left = _REST_BYTES
             async with asyncio.timeout(_REST_SECONDS):

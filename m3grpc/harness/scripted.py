@@ -226,11 +226,12 @@ class ScriptedHarness:
         return await _Run(task, resolve_input, self._client_info, self._http, shared).execute()
 
     async def aclose(self) -> None:
-        """Close this event loop's shared sessions once no execution uses them (the
-        runtime calls it when it stops)."""
+        """Close this event loop's shared sessions once no execution uses them, and its
+        HTTP connections (the runtime calls it when it stops)."""
         shared = self._shared.get(asyncio.get_running_loop())
         if shared is not None:
             await shared.aclose()
+        await self._http.aclose()
 
 
 @dataclass

@@ -87,13 +87,18 @@ async def test_the_session_client_runs_on_asyncio_streams_and_keeps_connections_
     for name in ("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY"):
         monkeypatch.delenv(name, raising=False)
     server = Server()
-    async with serving(server) as url, HttpClients().client({"x-test": "1"}) as http:
-        assert isinstance(http._transport, AsyncioTransport)
-        first = await http.get(url)
-        second = await http.post(url, json={"jsonrpc": "2.0"})
+    clients = HttpClients()
+    async with serving(server) as url:
+        async with clients.client({"x-test": "1"}, url=url) as http:
+            first = await http.get(url)
+            second = await http.post(url, json={"jsonrpc": "2.0"})
+        # Another session of the loop takes the connection the first one left (closing
+        # a session's client leaves the loop's pool open).
+        async with clients.client({"x-test": "2"}, url=url) as http:
+            third = await http.get(url)
+        await clients.aclose()
 
-    assert (first.status_code, first.text) == (200, "ok 1")
-    assert (second.status_code, second.text) == (200, "ok 1")
+    assert [(r.status_code, r.text) for r in (first, second, third)] == [(200, "ok 1")] * 3
     assert server.connections == 1
 
 
@@ -128,6 +133,16 @@ async def test_a_connection_the_server_closed_while_idle_is_not_reused() -> None
         second = await http.get(url)
 
     assert [first.text, second.text] == ["ok 1", "ok 2"]
+
+
+async def test_a_short_body_closed_unread_leaves_its_connection_for_the_next() -> None:
+    # The SDK closes the 202 to a POSTed answer or notification without reading it.
+    server = Server()
+    async with serving(server) as url, client() as http:
+        for _ in range(3):
+            async with http.stream("POST", url, json={"jsonrpc": "2.0"}) as response:
+                assert response.status_code == 200
+    assert server.connections == 1
 
 
 async def test_with_proxies_in_the_environment_httpx2_keeps_its_own_transport(

@@ -1,0 +1,283 @@
+"""HTTP/1.1 for the MCP HTTP clients: h11 on asyncio streams, one pool per event loop.
+
+httpcore2's connection pool and HTTP/1.1 connection were about a third of the
+harness's CPU on legacy executions: its pool re-examines every connection it holds
+on each request and each response's end (a paused legacy execution holds two: its
+GET stream and its call), and each request goes through several layers of locks and
+state. This transport keeps only what the sessions need: h11 frames and parses the
+messages, asyncio's streams carry them, and idle connections wait in a list per
+(scheme, host, port), the last one used taken first.
+
+What it keeps of httpcore2's behaviour: response bodies stream (an event stream stays
+open as long as the server keeps it: reads time out only when a read timeout is set,
+and the sessions set none); a connection whose response was read to its end goes
+back to the pool (at most `max_keepalive` idle per server, for `keepalive_expiry`
+seconds), one closed early is closed; an idle connection the server closed or wrote
+to is not reused; connect and write timeouts; failures as httpx2's errors (connect,
+read, write, timeouts, protocol errors), the OS error as their cause.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+import time
+from collections.abc import AsyncIterator
+
+import h11
+import httpx2
+
+from m3grpc.harness.asyncio_network import HAPPY_EYEBALLS_DELAY, ReadToEnd, is_address, rest_is_due
+
+_READ_BYTES = 64 * 1024
+# An origin: scheme, host, port.
+_Origin = tuple[bytes, bytes, int]
+
+
+class _Connection:
+    """One TCP (or TLS) connection and its h11 state."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader = reader
+        self.writer = writer
+        self.h11 = h11.Connection(h11.CLIENT)
+        self.idle_since = 0.0
+
+    def stale(self) -> bool:
+        """Whether an idle connection must not be reused: the server sent something
+        since (data, its close, a reset) or it was closed."""
+        reader = self.reader
+        return (
+            reader.at_eof()
+            or reader.exception() is not None
+            or self.writer.is_closing()
+            or bool(getattr(reader, "_buffer", b""))
+        )
+
+    def close(self) -> None:
+        self.writer.close()
+
+    async def send(self, request: httpx2.Request, timeout: float | None) -> None:
+        headers = [(k, v) for k, v in request.headers.raw]
+        self._write(
+            h11.Request(method=request.method, target=request.url.raw_path, headers=headers)
+        )
+        stream = request.stream
+        assert isinstance(stream, httpx2.AsyncByteStream)
+        async for chunk in stream:
+            self._write(h11.Data(data=chunk))
+            await self._drain(timeout)
+        self._write(h11.EndOfMessage())
+        await self._drain(timeout)
+
+    def _write(self, event: h11.Event) -> None:
+        data = self.h11.send(event)
+        if data:
+            self.writer.write(data)
+
+    async def _drain(self, timeout: float | None) -> None:
+        if not self.writer.transport.get_write_buffer_size():
+            return  # all of it went to the socket: nothing to wait for
+        async with asyncio.timeout(timeout):
+            await self.writer.drain()
+
+    async def next_event(self, timeout: float | None) -> object:
+        """The next h11 event (or sentinel), reading from the socket as it needs."""
+        while True:
+            event = self.h11.next_event()
+            if event is not h11.NEED_DATA:
+                return event
+            if timeout is None:
+                data = await self.reader.read(_READ_BYTES)
+            else:
+                async with asyncio.timeout(timeout):
+                    data = await self.reader.read(_READ_BYTES)
+            self.h11.receive_data(data)  # b"": the server closed its end
+
+
+class Http11Transport(httpx2.AsyncBaseTransport):
+    """Direct HTTP/1.1 connections (see the module doc); `ssl_context` for `https://`
+    URLs (None: only `http://` ones are expected; an `https://` one is verified with
+    httpx2's default context)."""
+
+    def __init__(
+        self,
+        ssl_context: ssl.SSLContext | None,
+        *,
+        max_keepalive: int = 20,
+        keepalive_expiry: float = 5.0,
+    ) -> None:
+        self._ssl_context = ssl_context
+        self._max_keepalive = max_keepalive
+        self._expiry = keepalive_expiry
+        self._idle: dict[_Origin, list[_Connection]] = {}
+        # Every open connection (idle or busy), to close them all with the transport.
+        self._open: set[_Connection] = set()
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        url = request.url
+        scheme = url.raw_scheme
+        if scheme not in (b"http", b"https"):
+            raise httpx2.UnsupportedProtocol(f"unsupported URL scheme {url.scheme!r}")
+        port = url.port or (443 if scheme == b"https" else 80)
+        origin = (scheme, url.raw_host, port)
+        timeouts = request.extensions.get("timeout", {})
+        connection = self._take(origin) or await self._connect(
+            request, origin, timeouts.get("connect")
+        )
+        try:
+            with _mapped(request, httpx2.WriteError, httpx2.WriteTimeout):
+                await connection.send(request, timeouts.get("write"))
+            with _mapped(request, httpx2.ReadError, httpx2.ReadTimeout):
+                event = await connection.next_event(timeouts.get("read"))
+                while isinstance(event, h11.InformationalResponse):
+                    event = await connection.next_event(timeouts.get("read"))
+            if not isinstance(event, h11.Response):
+                raise httpx2.RemoteProtocolError(
+                    "Server disconnected without sending a response.", request=request
+                )
+        except BaseException:
+            self._discard(connection)
+            raise
+        body = _Body(self, origin, connection, request)
+        response = httpx2.Response(
+            event.status_code,
+            headers=event.headers,
+            stream=body,
+            extensions={"http_version": b"HTTP/1.1", "reason_phrase": event.reason},
+        )
+        if rest_is_due(request, response):
+            response.stream = ReadToEnd(body)  # see asyncio_network
+        return response
+
+    async def aclose(self) -> None:
+        for connection in self._open:
+            connection.close()
+        self._open.clear()
+        self._idle.clear()
+
+    def _take(self, origin: _Origin) -> _Connection | None:
+        idle = self._idle.get(origin)
+        now = time.monotonic()
+        while idle:
+            connection = idle.pop()
+            if connection.stale() or now - connection.idle_since > self._expiry:
+                self._discard(connection)
+                continue
+            return connection
+        return None
+
+    async def _connect(
+        self, request: httpx2.Request, origin: _Origin, timeout: float | None
+    ) -> _Connection:
+        scheme, host, port = origin
+        context: ssl.SSLContext | None = None
+        if scheme == b"https":
+            context = self._ssl_context or httpx2.create_ssl_context()
+        name = host.decode("ascii")
+        with _mapped(request, httpx2.ConnectError, httpx2.ConnectTimeout):
+            async with asyncio.timeout(timeout):
+                reader, writer = await asyncio.open_connection(
+                    name,
+                    port,
+                    ssl=context,
+                    server_hostname=name if context else None,
+                    # Racing addresses (a task each) only for a name, not an address.
+                    happy_eyeballs_delay=None if is_address(name) else HAPPY_EYEBALLS_DELAY,
+                )
+        connection = _Connection(reader, writer)
+        self._open.add(connection)
+        return connection
+
+    def _release(self, origin: _Origin, connection: _Connection) -> None:
+        """A response was read to its end: its connection waits for the next request,
+        if both sides may go on."""
+        h = connection.h11
+        if h.our_state is h11.DONE and h.their_state is h11.DONE:
+            h.start_next_cycle()
+            idle = self._idle.setdefault(origin, [])
+            if len(idle) < self._max_keepalive and connection in self._open:
+                connection.idle_since = time.monotonic()
+                idle.append(connection)
+                return
+        self._discard(connection)
+
+    def _discard(self, connection: _Connection) -> None:
+        self._open.discard(connection)
+        connection.close()
+
+
+class _Body(httpx2.AsyncByteStream):
+    """A response's body, read as it is iterated; iterating again goes on where the
+    last iteration stopped. At its end the connection goes back to the pool; closed
+    before it, the connection is closed."""
+
+    def __init__(
+        self,
+        transport: Http11Transport,
+        origin: _Origin,
+        connection: _Connection,
+        request: httpx2.Request,
+    ) -> None:
+        self._transport = transport
+        self._origin = origin
+        self._connection: _Connection | None = connection
+        self._request = request
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        timeout = self._request.extensions.get("timeout", {}).get("read")
+        while (connection := self._connection) is not None:
+            try:
+                with _mapped(self._request, httpx2.ReadError, httpx2.ReadTimeout):
+                    event = await connection.next_event(timeout)
+            except BaseException:
+                self._close()
+                raise
+            if isinstance(event, h11.Data):
+                yield bytes(event.data)
+            elif isinstance(event, h11.EndOfMessage):
+                self._connection = None
+                self._transport._release(self._origin, connection)
+            else:  # ConnectionClosed: the body ended with the connection
+                self._close()
+
+    async def aclose(self) -> None:
+        self._close()
+
+    def _close(self) -> None:
+        connection, self._connection = self._connection, None
+        if connection is not None:
+            self._transport._discard(connection)
+
+
+class _mapped:
+    """Maps what a socket operation raises to httpx2's errors (`error` for an OS
+    error, `timeout` for a timeout; h11's protocol errors as httpx2's)."""
+
+    def __init__(
+        self,
+        request: httpx2.Request,
+        error: type[httpx2.TransportError],
+        timeout: type[httpx2.TimeoutException],
+    ) -> None:
+        self._request = request
+        self._error = error
+        self._timeout = timeout
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: object, exc: BaseException | None, tb: object) -> None:
+        if exc is None:
+            return
+        request = self._request
+        message = str(exc) or type(exc).__name__
+        # TimeoutError is an OSError: it is mapped first.
+        if isinstance(exc, TimeoutError):
+            raise self._timeout(message, request=request) from exc
+        if isinstance(exc, OSError):  # ssl.SSLError included
+            raise self._error(message, request=request) from exc
+        if isinstance(exc, h11.RemoteProtocolError):
+            raise httpx2.RemoteProtocolError(message, request=request) from exc
+        if isinstance(exc, h11.LocalProtocolError):
+            raise httpx2.LocalProtocolError(message, request=request) from exc
