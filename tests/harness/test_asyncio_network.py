@@ -19,6 +19,7 @@ import pytest
 
 from m3grpc.harness import http_clients
 from m3grpc.harness.asyncio_network import AsyncioTransport
+from m3grpc.harness.http11_transport import Http11Transport
 from m3grpc.harness.http_clients import HttpClients, shared_ssl_context
 from tests.support.certs import Authority
 from tests.support.mcp_processes import free_port
@@ -74,6 +75,18 @@ def client(
     )
 
 
+# For what both transports do alike: httpcore2's on asyncio's streams (`https://`), and
+# the h11 one that `http://` sessions use (m3grpc/harness/http11_transport.py).
+TRANSPORTS = {
+    "asyncio_network": lambda: AsyncioTransport(shared_ssl_context()),
+    "http11_transport": lambda: Http11Transport(None),
+}
+
+
+def client_of(transport: str) -> httpx2.AsyncClient:
+    return httpx2.AsyncClient(transport=TRANSPORTS[transport](), timeout=httpx2.Timeout(10.0))
+
+
 def server_tls(authority: Authority) -> ssl.SSLContext:
     pair = authority.server()
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
@@ -125,13 +138,13 @@ async def test_a_plain_http_server_costs_no_ssl_context(monkeypatch: pytest.Monk
     assert built == [shared_ssl_context()]
 
 
-async def test_a_connection_the_server_closed_while_idle_is_not_reused() -> None:
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_a_connection_the_server_closed_while_idle_is_not_reused(transport: str) -> None:
     server = Server(close_after_response=True)
-    async with serving(server) as url, client() as http:
+    async with serving(server) as url, client_of(transport) as http:
         first = await http.get(url)
         await asyncio.sleep(0.05)  # the server's close reaches the idle connection
         second = await http.get(url)
-
     assert [first.text, second.text] == ["ok 1", "ok 2"]
 
 
@@ -236,18 +249,24 @@ async def first_event_then_close(http: httpx2.AsyncClient, url: str) -> str:
     raise AssertionError("no event")
 
 
-async def test_an_event_stream_closed_at_its_answer_leaves_its_connection_for_the_next() -> None:
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_an_event_stream_closed_at_its_answer_leaves_its_connection_for_the_next(
+    transport: str,
+) -> None:
     server = EventStreamServer()
-    async with serving(server) as url, client() as http:
+    async with serving(server) as url, client_of(transport) as http:
         first = await first_event_then_close(http, url)
         second = await first_event_then_close(http, url)
     assert first == second == 'data: {"jsonrpc":"2.0","id":1,"result":{}}'
     assert server.connections == 1
 
 
-async def test_an_event_stream_that_does_not_end_costs_its_connection_not_the_close() -> None:
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_an_event_stream_that_does_not_end_costs_its_connection_not_the_close(
+    transport: str,
+) -> None:
     server = EventStreamServer(endless=True)
-    async with serving(server) as url, client() as http:
+    async with serving(server) as url, client_of(transport) as http:
         loop = asyncio.get_running_loop()
         started = loop.time()
         await asyncio.wait_for(first_event_then_close(http, url), 30)

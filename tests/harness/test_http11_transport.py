@@ -2,9 +2,10 @@
 
 Against real HTTP/1.1 servers on loopback (asyncio.start_server, and the SDK's MCP
 server for a whole session): kept-alive connections are reused, an event stream's
-body streams as the server writes it and, closed at its answer, leaves its
-connection for the next request; a connection the server closed is not reused;
-failures are httpx2's typed errors.
+body streams as the server writes it; failures are httpx2's typed errors. What it
+does as `asyncio_network` does (a stream closed at its answer read to its end, so its
+connection is reused; an idle connection the server closed not reused) is tested for
+both transports in test_asyncio_network.py.
 """
 
 from __future__ import annotations
@@ -19,9 +20,7 @@ import pytest
 
 from m3grpc.harness.http11_transport import Http11Transport
 from tests.harness.test_asyncio_network import (
-    EventStreamServer,
     Server,
-    first_event_then_close,
     server_tls,
     serving,
 )
@@ -55,15 +54,6 @@ async def test_concurrent_requests_each_take_a_connection_then_share_them() -> N
     assert sorted(r.text for r in first) == ["ok 1", "ok 2", "ok 3"]
     assert sorted(r.text for r in second) == ["ok 1", "ok 2", "ok 3"]
     assert server.connections == 3
-
-
-async def test_a_connection_the_server_closed_is_not_reused() -> None:
-    server = Server(close_after_response=True)
-    async with serving(server) as url, client() as http:
-        first = await http.get(url)
-        await asyncio.sleep(0.05)  # the server's close reaches the idle connection
-        second = await http.get(url)
-    assert [first.text, second.text] == ["ok 1", "ok 2"]
 
 
 async def test_a_server_that_closes_without_answering_is_a_protocol_error() -> None:
@@ -139,23 +129,6 @@ async def test_an_event_stream_body_streams_as_the_server_writes_it() -> None:
             assert [line async for line in received] == ["data: last"]
     finally:
         listener.close()
-
-
-async def test_an_event_stream_closed_at_its_answer_leaves_its_connection_for_the_next() -> None:
-    server = EventStreamServer()
-    async with serving(server) as url, client() as http:
-        first = await first_event_then_close(http, url)
-        second = await first_event_then_close(http, url)
-    assert first == second == 'data: {"jsonrpc":"2.0","id":1,"result":{}}'
-    assert server.connections == 1
-
-
-async def test_an_event_stream_that_does_not_end_costs_its_connection_not_the_close() -> None:
-    server = EventStreamServer(endless=True)
-    async with serving(server) as url, client() as http:
-        await asyncio.wait_for(first_event_then_close(http, url), 30)
-        await asyncio.wait_for(first_event_then_close(http, url), 30)
-    assert server.connections == 2
 
 
 async def test_closing_the_transport_closes_its_idle_connections() -> None:

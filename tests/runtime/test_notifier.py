@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from m3grpc import AsyncMCPTestKit, ElicitationResponse, HttpServer
+from m3grpc import AsyncExecutionHandle, AsyncMCPTestKit, ElicitationResponse, HttpServer
 from m3grpc.runtime.notifier import EVENTS_KEY, Notifier, wait_for, woken_with
 from m3grpc.storage import SQLiteExecutionStore
 from m3grpc.types import ExecutionOutcome
@@ -20,6 +20,18 @@ from tests.runtime.conftest import text_of
 from tests.support.mcp_processes import http_mcp_server
 
 ADDRESS = ElicitationResponse(action="accept", content={"street": "1 Main Street", "city": "Pune"})
+
+
+async def submit_booking(kit: AsyncMCPTestKit, url: str) -> AsyncExecutionHandle:
+    """A managed execution of the shipping server's booking (2026-07-28 over HTTP)."""
+    agent = kit.agents([{"harness": "scripted", "models": []}])[0]
+    binding = HttpServer(name="shipping", url=url, protocol="2026-07-28")
+    return await agent.submit(
+        "Book the shipment.",
+        server=binding,
+        tools=["shipping:book_shipment"],
+        human_input="managed",
+    )
 
 
 def test_a_value_notified_from_another_thread_reaches_every_waiter() -> None:
@@ -87,14 +99,7 @@ def test_a_respond_wakes_the_waiting_worker_before_the_event_log_readers(
         store = SQLiteExecutionStore(tmp_path / "m3.sqlite")
         try:
             async with AsyncMCPTestKit(store=store, env={}, poll_interval=30.0) as kit:
-                agent = kit.agents([{"harness": "scripted", "models": []}])[0]
-                binding = HttpServer(name="shipping", url=url, protocol="2026-07-28")
-                handle = await agent.submit(
-                    "Book the shipment.",
-                    server=binding,
-                    tools=["shipping:book_shipment"],
-                    human_input="managed",
-                )
+                handle = await submit_booking(kit, url)
                 pending = await handle.wait_for_pending(timeout=60)
                 assert pending is not None
                 notifier = kit.runtime.notifier
@@ -183,14 +188,7 @@ def test_in_process_respond_and_pause_are_not_read_back(tmp_path: Path) -> None:
 
         try:
             async with AsyncMCPTestKit(store=store, env={}, poll_interval=30.0) as kit:
-                agent = kit.agents([{"harness": "scripted", "models": []}])[0]
-                binding = HttpServer(name="shipping", url=url, protocol="2026-07-28")
-                handle = await agent.submit(
-                    "Book the shipment.",
-                    server=binding,
-                    tools=["shipping:book_shipment"],
-                    human_input="managed",
-                )
+                handle = await submit_booking(kit, url)
                 rounds.list_rounds = counted("list_rounds", rounds.list_rounds)  # type: ignore[method-assign]
                 pending = await handle.wait_for_pending(timeout=60)
                 assert pending is not None
@@ -246,14 +244,7 @@ def test_the_worker_gets_the_answer_of_a_respond_cancelled_while_it_commits(
 
         try:
             async with AsyncMCPTestKit(store=store, env={}, poll_interval=30.0) as kit:
-                agent = kit.agents([{"harness": "scripted", "models": []}])[0]
-                binding = HttpServer(name="shipping", url=url, protocol="2026-07-28")
-                handle = await agent.submit(
-                    "Book the shipment.",
-                    server=binding,
-                    tools=["shipping:book_shipment"],
-                    human_input="managed",
-                )
+                handle = await submit_booking(kit, url)
                 pending = await handle.wait_for_pending(timeout=60)
                 assert pending is not None
                 rounds.submit_responses_detailed = held_after_commit  # type: ignore[method-assign]
