@@ -35,9 +35,10 @@ def limit_malloc_arenas(arenas: int = SERVICE_MALLOC_ARENAS) -> bool:
 
 
 def skip_trio() -> None:
-    """Keep trio out of the process: httpcore2 imports it when it is installed (for
-    clients run on trio), ~4 MB of RSS; the service runs its HTTP clients on asyncio
-    only, where httpcore2 never uses it (it treats trio as absent). Call it before
+    """Keep trio out of the process: httpcore2 (httpx2's transport, which the MCP
+    sessions use only through proxies) imports it when it is installed (for clients
+    run on trio), ~4 MB of RSS; the service runs its HTTP clients on asyncio only,
+    where httpcore2 never uses it (it treats trio as absent). Call it before
     httpcore2 is imported."""
     sys.modules.setdefault("trio", None)  # type: ignore[arg-type]
 

@@ -1,5 +1,8 @@
 """HTTP/1.1 for the MCP HTTP clients: h11 on asyncio streams, one pool per event loop.
 
+Every direct connection of the MCP sessions (`http://` and `https://` servers; see
+`http_clients`) goes through it.
+
 httpcore2's connection pool and HTTP/1.1 connection were about a third of the
 harness's CPU on legacy executions: its pool re-examines every connection it holds
 on each request and each response's end (a paused legacy execution holds two: its
@@ -14,22 +17,44 @@ and the sessions set none); a connection whose response was read to its end goes
 back to the pool (at most `max_keepalive` idle per server, for `keepalive_expiry`
 seconds), one closed early is closed; an idle connection the server closed or wrote
 to is not reused; connect and write timeouts; failures as httpx2's errors (connect,
-read, write, timeouts, protocol errors), the OS error as their cause.
+read, write, timeouts, protocol errors), the OS error as their cause. What it does
+not keep: a cap on connections. A request with no idle connection opens one, so that
+it never waits for another execution's call (a paused one holds its connection for as
+long as a human takes).
+
+A POST answered with an event stream gives its connection back for the next
+request: the SDK stops reading such a stream at the answer it waited for and
+closes it, and a response closed before its end costs its connection (a legacy
+session opened one per request, seven). The server ends that stream right after
+the answer, so closing reads what is left of it first (briefly, boundedly). So does
+closing a short body of a known length (the SDK closes the 202 to a POSTed answer or
+notification without reading its empty body).
+
+Only for an asyncio event loop (M3's runtime runs on one); cancellation by the
+SDK's anyio cancel scopes works as for any asyncio await. asyncio's own streams
+also spare anyio's per-call layers (a happy-eyeballs task group per connection, a
+cancel scope per read and write: a sixth of the service's CPU on legacy executions).
 """
 
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import ssl
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 import h11
 import httpx2
 
-from m3grpc.harness.asyncio_network import HAPPY_EYEBALLS_DELAY, ReadToEnd, is_address, rest_is_due
-
 _READ_BYTES = 64 * 1024
+# RFC 8305's connection attempt delay, as anyio's connect_tcp uses.
+_HAPPY_EYEBALLS_DELAY = 0.25
+# What is read of a POST's event stream, when it is closed, to reuse its connection:
+# the server's end of the stream is due right after the answer; anything more
+# (a server that keeps the stream open) costs the connection.
+_REST_SECONDS = 0.5
+_REST_BYTES = 64 * 1024
 # An origin: scheme, host, port.
 _Origin = tuple[bytes, bytes, int]
 
@@ -96,18 +121,20 @@ class _Connection:
 
 
 class Http11Transport(httpx2.AsyncBaseTransport):
-    """Direct HTTP/1.1 connections (see the module doc); `ssl_context` for `https://`
-    URLs (None: only `http://` ones are expected; an `https://` one is verified with
-    httpx2's default context)."""
+    """Direct HTTP/1.1 connections (see the module doc). `ssl_context` builds the
+    context that verifies `https://` servers, called at the first TLS connection: it
+    loads the CA certificates, which a process with only `http://` servers never
+    needs."""
 
     def __init__(
         self,
-        ssl_context: ssl.SSLContext | None,
+        ssl_context: Callable[[], ssl.SSLContext] = httpx2.create_ssl_context,
         *,
         max_keepalive: int = 20,
         keepalive_expiry: float = 5.0,
     ) -> None:
-        self._ssl_context = ssl_context
+        self._build_ssl_context = ssl_context
+        self._ssl_context: ssl.SSLContext | None = None
         self._max_keepalive = max_keepalive
         self._expiry = keepalive_expiry
         self._idle: dict[_Origin, list[_Connection]] = {}
@@ -146,8 +173,8 @@ class Http11Transport(httpx2.AsyncBaseTransport):
             stream=body,
             extensions={"http_version": b"HTTP/1.1", "reason_phrase": event.reason},
         )
-        if rest_is_due(request, response):
-            response.stream = ReadToEnd(body)  # see asyncio_network
+        if _rest_is_due(request, response):
+            response.stream = _ReadToEnd(body)  # see the module doc
         return response
 
     async def aclose(self) -> None:
@@ -173,7 +200,9 @@ class Http11Transport(httpx2.AsyncBaseTransport):
         scheme, host, port = origin
         context: ssl.SSLContext | None = None
         if scheme == b"https":
-            context = self._ssl_context or httpx2.create_ssl_context()
+            if self._ssl_context is None:
+                self._ssl_context = self._build_ssl_context()
+            context = self._ssl_context
         name = host.decode("ascii")
         with _mapped(request, httpx2.ConnectError, httpx2.ConnectTimeout):
             async with asyncio.timeout(timeout):
@@ -183,7 +212,7 @@ class Http11Transport(httpx2.AsyncBaseTransport):
                     ssl=context,
                     server_hostname=name if context else None,
                     # Racing addresses (a task each) only for a name, not an address.
-                    happy_eyeballs_delay=None if is_address(name) else HAPPY_EYEBALLS_DELAY,
+                    happy_eyeballs_delay=None if _is_address(name) else _HAPPY_EYEBALLS_DELAY,
                 )
         connection = _Connection(reader, writer)
         self._open.add(connection)
@@ -281,3 +310,52 @@ class _mapped:
             raise httpx2.RemoteProtocolError(message, request=request) from exc
         if isinstance(exc, h11.LocalProtocolError):
             raise httpx2.LocalProtocolError(message, request=request) from exc
+
+
+def _rest_is_due(request: httpx2.Request, response: httpx2.Response) -> bool:
+    """Whether what is left of `response`'s body, when it is closed unread, is due at
+    once: a POST's event stream (it ends after the answer), or a short body of a known
+    length (the SDK closes a 202 to a POSTed answer or notification unread)."""
+    length = response.headers.get("content-length")
+    if length is not None:
+        return length.isdigit() and int(length) <= _REST_BYTES
+    content_type = response.headers.get("content-type", "")
+    return request.method == "POST" and content_type.lower().startswith("text/event-stream")
+
+
+class _ReadToEnd(httpx2.AsyncByteStream):
+    """A response body that, closed before its end, reads the rest first (bounded
+    by `_REST_SECONDS` and `_REST_BYTES`), so that its connection can be reused."""
+
+    def __init__(self, stream: httpx2.AsyncByteStream) -> None:
+        self._stream = stream
+        self._ended = False
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        async for part in self._stream:
+            yield part
+        self._ended = True  # read to its end: nothing is left to read
+
+    async def aclose(self) -> None:
+        if self._ended:
+            await self._stream.aclose()
+            return
+        try:
+            left = _REST_BYTES
+            async with asyncio.timeout(_REST_SECONDS):
+                async for part in self._stream:
+                    left -= len(part)
+                    if left < 0:
+                        break  # not ending: the connection is closed with the response
+        except Exception:  # TimeoutError, a transport error, a stream already failed
+            pass  # not ended in time, or the connection failed: it is not reused
+        finally:
+            await self._stream.aclose()
+
+
+def _is_address(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True

@@ -6,18 +6,18 @@ execution made that most of an execution's cost. Every session gets its own clie
 (its own headers and cookies), but all of them share one SSL context per process, so
 a client costs next to nothing to build.
 
-Without proxies in the environment, the sessions of an event loop that reach
-`http://` servers also share its connections: one pool per loop (idle connections by
-scheme, host and port), HTTP/1.1 by h11 on asyncio's streams (`http11_transport`). A
-session's own pool made every legacy execution open three or four TCP connections
-(its handshake, its GET stream, its call, the answers it POSTs while the call runs);
-from the shared pool a request takes any idle connection to its server. Closing a
+Without proxies in the environment, the sessions of an event loop also share its
+connections: one pool per loop (idle connections by scheme, host and port, `http://`
+and `https://` servers alike), HTTP/1.1 by h11 on asyncio's streams
+(`http11_transport`). A session's own pool made every legacy execution open three or
+four TCP connections (its handshake, its GET stream, its call, the answers it POSTs
+while the call runs); from the shared pool a request takes any idle connection to its
+server. The pool has no cap on connections: a request never waits for another
+execution's long call (a shared session's, see `shared_sessions`, included). The
+pool builds the SSL context only at its first `https://` connection. Closing a
 session's client leaves the pool open; the pool closes with the harness
-(`HttpClients.aclose`, when the runtime stops). A session with an `https://` server
-keeps a pool of its own (httpcore2's on asyncio's streams, `asyncio_network`): shared
-by a loop's sessions, that pool's scans of every connection it holds (two per paused
-legacy execution) made 1,000 paused executions slower to pause and answer than one
-pool each. With proxies, each session's client has httpx2's own pool.
+(`HttpClients.aclose`, when the runtime stops). With proxies, each session's client
+has httpx2's own pool.
 
 It also remembers a 2026-07-28 server's `server/discover` answer per (URL, headers), so
 later sessions adopt it instead of asking again (the SDK's `prior_discover`); the harness
@@ -39,23 +39,19 @@ from collections.abc import Mapping
 import httpx2
 from mcp_types import DiscoverResult
 
-from m3grpc.harness.asyncio_network import LIMITS, AsyncioTransport
 from m3grpc.harness.http11_transport import Http11Transport
 
 # Connect/write/pool timeout for Streamable HTTP; reads never time out (see above).
 HTTP_TIMEOUT_SECONDS = 30.0
-# A shared session's connections: as many at once as its executions' requests need
-# (a paused legacy call holds its connection for as long as a human takes).
-SHARED_LIMITS = httpx2.Limits(
-    max_connections=None,
-    max_keepalive_connections=LIMITS.max_keepalive_connections,
-    keepalive_expiry=LIMITS.keepalive_expiry,
-)
-
-# Idle connections an event loop keeps per `http://` server for its next requests, and
-# for how long (s).
+# Idle connections an event loop keeps per server for its next requests, and for how
+# long (s).
 POOL_MAX_KEEPALIVE = 20
 POOL_KEEPALIVE_SECONDS = 5.0
+# Through proxies, a session's connections: httpx2's default limits, but a shared
+# session's as many at once as its executions' requests need (a paused legacy call
+# holds its connection for as long as a human takes).
+PROXIED_LIMITS = httpx2.Limits(max_connections=100, max_keepalive_connections=20)
+SHARED_LIMITS = httpx2.Limits(max_connections=None, max_keepalive_connections=20)
 
 _ssl_lock = threading.Lock()
 _ssl_context: ssl.SSLContext | None = None
@@ -79,42 +75,35 @@ class HttpClients:
 
     def __init__(self) -> None:
         self._discovered: dict[tuple[str, HeadersKey], DiscoverResult] = {}
-        # Each event loop's pool for `http://` servers, shared by its sessions' clients.
+        # Each event loop's pool, shared by its sessions' clients.
         self._pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Http11Transport] = (
             weakref.WeakKeyDictionary()
         )
 
-    def client(
-        self, headers: Mapping[str, str], *, url: str | None = None, shared: bool = False
-    ) -> httpx2.AsyncClient:
-        """A new client for one session; the caller closes it. `url`: the server's; for
-        an `http://` one (direct, no proxy) the client takes its connections from the
-        running loop's pool (closing the client leaves them open) and the process builds
-        no SSL context (it loads the CA certificates). Otherwise the client has a pool
-        of its own; a `shared` session's (several executions' requests, see
-        `shared_sessions`) has no cap on its connections: a request never waits for
-        another execution's long call."""
+    def client(self, headers: Mapping[str, str], *, shared: bool = False) -> httpx2.AsyncClient:
+        """A new client for one session; the caller closes it. Without proxies it takes
+        its connections from the pool of the loop it runs on (closing it leaves them
+        open). Through proxies it has a pool of its own; a `shared` session's (several
+        executions' requests, see `shared_sessions`) has no cap on its connections."""
         timeout = httpx2.Timeout(HTTP_TIMEOUT_SECONDS, read=None)
-        limits = SHARED_LIMITS if shared else LIMITS
         if urllib.request.getproxies():
             # httpx2 routes through the environment's proxies (its own transports).
             return httpx2.AsyncClient(
-                headers=dict(headers), timeout=timeout, verify=shared_ssl_context(), limits=limits
+                headers=dict(headers),
+                timeout=timeout,
+                verify=shared_ssl_context(),
+                limits=SHARED_LIMITS if shared else PROXIED_LIMITS,
             )
-        transport: httpx2.AsyncBaseTransport
-        if url is not None and httpx2.URL(url).scheme == "http":
-            transport = _Borrowed(self._pool())
-        else:
-            # Direct connections on asyncio's streams (see asyncio_network).
-            transport = AsyncioTransport(shared_ssl_context(), limits)
-        return httpx2.AsyncClient(headers=dict(headers), timeout=timeout, transport=transport)
+        return httpx2.AsyncClient(headers=dict(headers), timeout=timeout, transport=_Borrowed(self))
 
     def _pool(self) -> Http11Transport:
         loop = asyncio.get_running_loop()
         pool = self._pools.get(loop)
         if pool is None:
             pool = self._pools[loop] = Http11Transport(
-                None, max_keepalive=POOL_MAX_KEEPALIVE, keepalive_expiry=POOL_KEEPALIVE_SECONDS
+                shared_ssl_context,
+                max_keepalive=POOL_MAX_KEEPALIVE,
+                keepalive_expiry=POOL_KEEPALIVE_SECONDS,
             )
         return pool
 
@@ -139,13 +128,16 @@ class HttpClients:
 
 
 class _Borrowed(httpx2.AsyncBaseTransport):
-    """A session's view of its loop's pool: closing the session's client does not
-    close the pool."""
+    """A session's view of its loop's pool, taken at its first request (a client runs
+    on one loop): closing the session's client does not close the pool."""
 
-    def __init__(self, pool: Http11Transport) -> None:
-        self._pool = pool
+    def __init__(self, clients: HttpClients) -> None:
+        self._clients = clients
+        self._pool: Http11Transport | None = None
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        if self._pool is None:
+            self._pool = self._clients._pool()
         return await self._pool.handle_async_request(request)
 
     async def aclose(self) -> None:

@@ -546,8 +546,8 @@ class _Run:
             self._stderr = StderrTail(server.name)
             target = stdio_client(parameters, errlog=self._stderr.errlog)
         else:
-            # The session's own client (on the process's shared SSL context, if it needs one).
-            http = self._http.client(server.headers, url=server.url)
+            # The session's own client (its connections from the loop's pool, see http_clients).
+            http = self._http.client(server.headers)
             await stack.enter_async_context(http)
             # Each request one POST from its caller's task (see contained_session).
             dispatcher = SessionDispatcher(server.url, http)
@@ -1160,7 +1160,7 @@ class _SharedOpener:
 
     async def __call__(self, stack: AsyncExitStack) -> Client:
         server = self._server
-        http = self._http.client(server.headers, url=server.url, shared=True)
+        http = self._http.client(server.headers, shared=True)
         await stack.enter_async_context(http)
         prior = self._http.discovered(server.url, server.headers)
         client = _task_client(

@@ -55,7 +55,7 @@ def test_a_worker_process_keeps_trio_out_as_serve_does(tmp_path: Path) -> None:
         "import sys\n"
         "from m3grpc.api.worker_processes import main\n"
         "code = main(['--config', sys.argv[1]])\n"
-        "assert 'httpcore2' in sys.modules, 'the harness was not loaded'\n"
+        "assert 'm3grpc.harness.http_clients' in sys.modules, 'the harness was not loaded'\n"
         "assert sys.modules['trio'] is None, 'trio was imported'\n"
         "print('ok', code)\n"
     )

@@ -57,7 +57,7 @@ class Received:
 
 @asynccontextmanager
 async def running(url: str, received: Received) -> AsyncIterator[PostDispatcher]:
-    async with HttpClients().client({}, url=url, shared=True) as http:
+    async with HttpClients().client({}, shared=True) as http:
         dispatcher = PostDispatcher(url, http)
         async with anyio.create_task_group() as tg:
             await tg.start(dispatcher.run, received.on_request, received.on_notify)

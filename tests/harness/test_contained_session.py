@@ -125,7 +125,7 @@ class Seen:
 
 @asynccontextmanager
 async def session(url: str, seen: Seen) -> AsyncIterator[TaskClient]:
-    async with HttpClients().client({}, url=url) as http:
+    async with HttpClients().client({}) as http:
         client = TaskClient(
             url,
             mode="legacy",

@@ -1,11 +1,10 @@
 """The MCP HTTP clients' HTTP/1.1 transport (m3grpc/harness/http11_transport.py).
 
-Against real HTTP/1.1 servers on loopback (asyncio.start_server, and the SDK's MCP
-server for a whole session): kept-alive connections are reused, an event stream's
-body streams as the server writes it; failures are httpx2's typed errors. What it
-does as `asyncio_network` does (a stream closed at its answer read to its end, so its
-connection is reused; an idle connection the server closed not reused) is tested for
-both transports in test_asyncio_network.py.
+Against real HTTP/1.1 servers on loopback (asyncio.start_server): kept-alive
+connections are reused (over TLS too, the server verified), one the server closed
+while idle is not, an event stream closed at its answer is read to its end so that
+its connection is reused, an event stream's body streams as the server writes it;
+failures are httpx2's typed errors.
 """
 
 from __future__ import annotations
@@ -13,24 +12,68 @@ from __future__ import annotations
 import asyncio
 import ssl
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import httpx2
 import pytest
 
 from m3grpc.harness.http11_transport import Http11Transport
-from tests.harness.test_asyncio_network import (
-    Server,
-    server_tls,
-    serving,
-)
 from tests.support.certs import Authority
 from tests.support.mcp_processes import free_port
 
 
+class Server:
+    """Answers every request `ok <connection number>`; optionally closes after each."""
+
+    def __init__(self, *, close_after_response: bool = False, answer: bool = True) -> None:
+        self.connections = 0
+        self.close_after_response = close_after_response
+        self.answer = answer
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        number = self.connections
+        try:
+            while await reader.readuntil(b"\r\n\r\n"):
+                if not self.answer:
+                    await reader.read()  # until the client gives up and closes
+                    return
+                body = f"ok {number}".encode()
+                writer.write(
+                    b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n"
+                    + f"Content-Length: {len(body)}\r\n\r\n".encode()
+                    + body
+                )
+                await writer.drain()
+                if self.close_after_response:
+                    break
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+
+@asynccontextmanager
+async def serving(server: Server, tls: ssl.SSLContext | None = None) -> AsyncIterator[str]:
+    listener = await asyncio.start_server(server.handle, "127.0.0.1", 0, ssl=tls)
+    port = listener.sockets[0].getsockname()[1]
+    try:
+        yield f"{'https' if tls else 'http'}://127.0.0.1:{port}/mcp"
+    finally:
+        listener.close()
+
+
+def server_tls(authority: Authority) -> ssl.SSLContext:
+    pair = authority.server()
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(pair.cert, pair.key)
+    return context
+
+
 def client(timeout: httpx2.Timeout | None = None) -> httpx2.AsyncClient:
     return httpx2.AsyncClient(
-        transport=Http11Transport(None), timeout=timeout or httpx2.Timeout(10.0, read=None)
+        transport=Http11Transport(), timeout=timeout or httpx2.Timeout(10.0, read=None)
     )
 
 
@@ -133,7 +176,7 @@ async def test_an_event_stream_body_streams_as_the_server_writes_it() -> None:
 
 async def test_closing_the_transport_closes_its_idle_connections() -> None:
     server = Server()
-    transport = Http11Transport(None)
+    transport = Http11Transport()
     async with serving(server) as url:
         http = httpx2.AsyncClient(transport=transport)
         await http.get(url)
@@ -149,12 +192,91 @@ async def test_https_verifies_the_server_and_keeps_the_connection(tmp_path: Path
     trusting = ssl.create_default_context(cafile=str(authority.cert))
     server = Server()
     async with serving(server, server_tls(authority)) as url:
-        async with httpx2.AsyncClient(transport=Http11Transport(trusting)) as http:
+        async with httpx2.AsyncClient(transport=Http11Transport(lambda: trusting)) as http:
             answers = [await http.get(url), await http.get(url)]
         unknown = Authority.create(tmp_path / "unknown", "unknown")
         distrusting = ssl.create_default_context(cafile=str(unknown.cert))
-        async with httpx2.AsyncClient(transport=Http11Transport(distrusting)) as http:
+        async with httpx2.AsyncClient(transport=Http11Transport(lambda: distrusting)) as http:
             with pytest.raises(httpx2.ConnectError, match="CERTIFICATE_VERIFY_FAILED"):
                 await http.get(url)
     assert [r.text for r in answers] == ["ok 1", "ok 1"]
     assert server.connections == 1  # (a failed handshake never reaches the handler)
+
+
+async def test_a_connection_the_server_closed_while_idle_is_not_reused() -> None:
+    server = Server(close_after_response=True)
+    async with serving(server) as url, client() as http:
+        first = await http.get(url)
+        await asyncio.sleep(0.05)  # the server's close reaches the idle connection
+        second = await http.get(url)
+    assert [first.text, second.text] == ["ok 1", "ok 2"]
+
+
+class EventStreamServer:
+    """Answers every POST with an event stream: one event, then (unless `endless`) the
+    end of the stream a moment later, as an MCP server ends a request's stream after
+    its response."""
+
+    def __init__(self, *, endless: bool = False) -> None:
+        self.connections = 0
+        self.endless = endless
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        try:
+            while head := await reader.readuntil(b"\r\n\r\n"):
+                length = next(
+                    int(line.split(b":", 1)[1])
+                    for line in head.split(b"\r\n")
+                    if line.lower().startswith(b"content-length:")
+                )
+                await reader.readexactly(length)
+                event = b'data: {"jsonrpc":"2.0","id":1,"result":{}}\n\n'
+                writer.write(
+                    b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                    b"Transfer-Encoding: chunked\r\n\r\n"
+                    + f"{len(event):x}\r\n".encode()
+                    + event
+                    + b"\r\n"
+                )
+                await writer.drain()
+                await asyncio.sleep(3600 if self.endless else 0.02)
+                writer.write(b"0\r\n\r\n")
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+
+async def first_event_then_close(http: httpx2.AsyncClient, url: str) -> str:
+    """What the MCP SDK does with a request's event stream: read up to the response,
+    then close it."""
+    async with http.stream("POST", url, json={"jsonrpc": "2.0", "id": 1}) as response:
+        async for line in response.aiter_lines():
+            if line.startswith("data:"):
+                await response.aclose()
+                return line
+    raise AssertionError("no event")
+
+
+async def test_an_event_stream_closed_at_its_answer_leaves_its_connection_for_the_next() -> None:
+    server = EventStreamServer()
+    async with serving(server) as url, client() as http:
+        first = await first_event_then_close(http, url)
+        second = await first_event_then_close(http, url)
+    assert first == second == 'data: {"jsonrpc":"2.0","id":1,"result":{}}'
+    assert server.connections == 1
+
+
+async def test_an_event_stream_that_does_not_end_costs_its_connection_not_the_close() -> None:
+    server = EventStreamServer(endless=True)
+    async with serving(server) as url, client() as http:
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        await asyncio.wait_for(first_event_then_close(http, url), 30)
+        closed_within = loop.time() - started
+        await asyncio.wait_for(first_event_then_close(http, url), 30)
+    # The close read what it could for a bounded moment, then gave the connection up.
+    assert closed_within < 5
+    assert server.connections == 2
