@@ -166,16 +166,16 @@ class Http11Transport(httpx2.AsyncBaseTransport):
         except BaseException:
             self._discard(connection)
             raise
-        body = _Body(self, origin, connection, request)
-        response = httpx2.Response(
+        headers = httpx2.Headers(event.headers)
+        body = _Body(
+            self, origin, connection, request, read_rest=_rest_is_due(request.method, headers)
+        )
+        return httpx2.Response(
             event.status_code,
-            headers=event.headers,
+            headers=headers,
             stream=body,
             extensions={"http_version": b"HTTP/1.1", "reason_phrase": event.reason},
         )
-        if _rest_is_due(request, response):
-            response.stream = _ReadToEnd(body)  # see the module doc
-        return response
 
     async def aclose(self) -> None:
         for connection in self._open:
@@ -239,7 +239,9 @@ class Http11Transport(httpx2.AsyncBaseTransport):
 class _Body(httpx2.AsyncByteStream):
     """A response's body, read as it is iterated; iterating again goes on where the
     last iteration stopped. At its end the connection goes back to the pool; closed
-    before it, the connection is closed."""
+    before it, the connection is closed, unless `read_rest` (see the module doc): then
+    closing first reads what is left (bounded by `_REST_SECONDS` and `_REST_BYTES`),
+    and a body that ends in time gives its connection back."""
 
     def __init__(
         self,
@@ -247,11 +249,14 @@ class _Body(httpx2.AsyncByteStream):
         origin: _Origin,
         connection: _Connection,
         request: httpx2.Request,
+        *,
+        read_rest: bool,
     ) -> None:
         self._transport = transport
         self._origin = origin
         self._connection: _Connection | None = connection
         self._request = request
+        self._read_rest = read_rest
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         timeout = self._request.extensions.get("timeout", {}).get("read")
@@ -271,6 +276,16 @@ class _Body(httpx2.AsyncByteStream):
                 self._close()
 
     async def aclose(self) -> None:
+        if self._connection is not None and self._read_rest:
+            left = _REST_BYTES
+            try:
+                async with asyncio.timeout(_REST_SECONDS):
+                    async for part in self:
+                        left -= len(part)
+                        if left < 0:
+                            break  # not ending: the connection is closed below
+            except Exception:  # TimeoutError, a transport error
+                pass  # not ended in time, or the connection failed: it is not reused
         self._close()
 
     def _close(self) -> None:
@@ -312,45 +327,15 @@ class _mapped:
             raise httpx2.LocalProtocolError(message, request=request) from exc
 
 
-def _rest_is_due(request: httpx2.Request, response: httpx2.Response) -> bool:
-    """Whether what is left of `response`'s body, when it is closed unread, is due at
+def _rest_is_due(method: str, headers: httpx2.Headers) -> bool:
+    """Whether what is left of a response's body, when it is closed unread, is due at
     once: a POST's event stream (it ends after the answer), or a short body of a known
     length (the SDK closes a 202 to a POSTed answer or notification unread)."""
-    length = response.headers.get("content-length")
+    length = headers.get("content-length")
     if length is not None:
         return length.isdigit() and int(length) <= _REST_BYTES
-    content_type = response.headers.get("content-type", "")
-    return request.method == "POST" and content_type.lower().startswith("text/event-stream")
-
-
-class _ReadToEnd(httpx2.AsyncByteStream):
-    """A response body that, closed before its end, reads the rest first (bounded
-    by `_REST_SECONDS` and `_REST_BYTES`), so that its connection can be reused."""
-
-    def __init__(self, stream: httpx2.AsyncByteStream) -> None:
-        self._stream = stream
-        self._ended = False
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        async for part in self._stream:
-            yield part
-        self._ended = True  # read to its end: nothing is left to read
-
-    async def aclose(self) -> None:
-        if self._ended:
-            await self._stream.aclose()
-            return
-        try:
-            left = _REST_BYTES
-            async with asyncio.timeout(_REST_SECONDS):
-                async for part in self._stream:
-                    left -= len(part)
-                    if left < 0:
-                        break  # not ending: the connection is closed with the response
-        except Exception:  # TimeoutError, a transport error, a stream already failed
-            pass  # not ended in time, or the connection failed: it is not reused
-        finally:
-            await self._stream.aclose()
+    content_type = headers.get("content-type", "")
+    return method == "POST" and content_type.lower().startswith("text/event-stream")
 
 
 def _is_address(host: str) -> bool:
