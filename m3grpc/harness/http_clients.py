@@ -43,15 +43,23 @@ from m3grpc.harness.http11_transport import Http11Transport
 
 # Connect/write/pool timeout for Streamable HTTP; reads never time out (see above).
 HTTP_TIMEOUT_SECONDS = 30.0
-# Idle connections an event loop keeps per server for its next requests, and for how
-# long (s).
+# Idle connections kept per server for the next requests, and for how long (s): an
+# event loop's pool, and through proxies each session's (httpx2's defaults).
 POOL_MAX_KEEPALIVE = 20
 POOL_KEEPALIVE_SECONDS = 5.0
-# Through proxies, a session's connections: httpx2's default limits, but a shared
-# session's as many at once as its executions' requests need (a paused legacy call
+# Through proxies, a session's connections: at most httpx2's default 100 at once, but a
+# shared session's as many as its executions' requests need (a paused legacy call
 # holds its connection for as long as a human takes).
-PROXIED_LIMITS = httpx2.Limits(max_connections=100, max_keepalive_connections=20)
-SHARED_LIMITS = httpx2.Limits(max_connections=None, max_keepalive_connections=20)
+PROXIED_LIMITS = httpx2.Limits(
+    max_connections=100,
+    max_keepalive_connections=POOL_MAX_KEEPALIVE,
+    keepalive_expiry=POOL_KEEPALIVE_SECONDS,
+)
+SHARED_LIMITS = httpx2.Limits(
+    max_connections=None,
+    max_keepalive_connections=POOL_MAX_KEEPALIVE,
+    keepalive_expiry=POOL_KEEPALIVE_SECONDS,
+)
 
 _ssl_lock = threading.Lock()
 _ssl_context: ssl.SSLContext | None = None
