@@ -232,6 +232,10 @@ def test_errors_print_one_line_and_exit_with_the_documented_code(cli: Cli, tmp_p
     # Nothing was answered by the failures above: the round is still pending.
     assert cli.ok("rounds", "get", round_id, "--json").json()["status"] == "pending"
     cli.ok("cancel", execution_id)
+    # Cancel is asynchronous (proto: the execution finishes CANCELLED later), and the
+    # round fails as the execution finishes: answered before that, it was accepted.
+    cancelled = cli("result", execution_id, "--wait", "60", "--json")
+    assert cancelled.code == 1 and cancelled.json()["outcome"] == "cancelled", cancelled
     finished = cli("respond", round_id, "--accept", json.dumps(ADDRESS))
     assert finished.code == 4, finished
     assert cli("pending", execution_id, "--wait", "60", "--json").code == 1
