@@ -33,6 +33,8 @@ RECORDS: list[dict[str, Any]] = []
 NOTES: list[str] = []
 # A bound on `block`'s wait, so that a forgotten server cannot hang for long.
 BLOCK_LIMIT_SECONDS = 120
+# How long `survey` waits for the session's GET stream before asking on it anyway.
+GET_STREAM_WAIT_SECONDS = 30
 
 
 class Address(BaseModel):
@@ -45,6 +47,10 @@ def build() -> MCPServer[Any]:
 
     @server.tool()
     async def survey(ctx: Context) -> str:
+        # A request of the server's own goes on the session's GET stream, and the SDK
+        # drops it if that stream is not open yet (no event store): the client opens
+        # it beside its first requests, so wait until it has arrived.
+        await get_stream_arrived()
         roots = await ctx.session.list_roots()
         await ctx.session.send_notification(t.ToolListChangedNotification())
         await ctx.report_progress(1, 2, "asking")
@@ -64,6 +70,15 @@ def build() -> MCPServer[Any]:
         return "not cancelled"
 
     return server
+
+
+async def get_stream_arrived() -> None:
+    """Until a session's GET (its stream) has reached the server, bounded; then a moment
+    for the server to attach it."""
+    with anyio.move_on_after(GET_STREAM_WAIT_SECONDS):
+        while not any(r["http"] == "GET" and r["session"] for r in RECORDS):
+            await anyio.sleep(0.01)
+    await anyio.sleep(0.1)
 
 
 class Journal:
