@@ -15,6 +15,13 @@ What a session with state on the server adds, as the SDK's dispatcher and transp
 - the GET stream, opened when `notifications/initialized` is sent, read (with the SDK
   transport's reconnection) by the dispatcher's own `run` task, which also answers what
   the server asks on it;
+- unlike the SDK's stack, requests and notifications sent after `notifications/initialized`
+  wait until the GET stream's response headers have arrived (or the GET was refused or
+  failed, or `_GET_STREAM_WAIT_SECONDS` passed): a server without an event store drops
+  what it sends on the GET stream while none is attached, so a tool that asks for roots
+  at once would otherwise wait forever. (The SDK server registers the stream in a task
+  started beside the one that sends the headers, in the same event-loop turn, so by the
+  time it handles anything sent after the headers arrived, the stream is attached.)
 - a request the server sends on a response stream (`elicitation/create` while a
   `tools/call` is open) is answered in a task of its own, in the caller's context, while
   the caller keeps reading the stream: a `notifications/cancelled` from the server for it
@@ -67,6 +74,11 @@ logger = logging.getLogger(__name__)
 # Bounds of the last writes on abandon and shutdown paths (s), the SDK dispatcher's.
 _ABANDON_WRITE_SECONDS = 5.0
 _SHUTDOWN_WRITE_SECONDS = 1.0
+# How long requests wait for the GET stream's response headers (s). On a reachable
+# server they come in milliseconds; this bound only keeps a server that never answers
+# the GET (or a proxy that holds it) from stalling the session for good: requests then
+# go on, and what the server sends on the GET stream before it opens may be lost.
+_GET_STREAM_WAIT_SECONDS = 5.0
 
 
 class _Serving:
@@ -86,6 +98,8 @@ class SessionDispatcher(PostDispatcher):
     def __init__(self, url: str, http_client: httpx2.AsyncClient) -> None:
         super().__init__(url, http_client)
         self._initialized = anyio.Event()
+        # The first GET's response headers arrived, or there will be no GET stream.
+        self._get_settled = anyio.Event()
         # The requests the server sent whose handlers run, by coerced id.
         self._serving: dict[RequestId, _Serving] = {}
 
@@ -93,8 +107,33 @@ class SessionDispatcher(PostDispatcher):
         """The GET stream, read once the session is initialized (as the SDK's transport)."""
         await self._initialized.wait()
         get_stream: Any = _GetStream(self)  # the transport only calls its send()
-        await self._transport.handle_get_stream(self._http, get_stream)
+        client: Any = _GetClient(self._http, self._get_settled)  # only what it calls
+        try:
+            await self._transport.handle_get_stream(client, get_stream)
+        finally:
+            self._get_settled.set()  # no GET stream (any more): nothing to wait for
         await anyio.sleep_forever()
+
+    async def _get_stream_attached(self) -> None:
+        """Once the session is initialized: until the GET stream is attached on the
+        server, or refused, or failed (see the module doc), at most
+        `_GET_STREAM_WAIT_SECONDS` once per session."""
+        if self._get_settled.is_set() or not self._initialized.is_set():
+            return
+        with anyio.move_on_after(_GET_STREAM_WAIT_SECONDS):
+            await self._get_settled.wait()
+        if not self._get_settled.is_set():
+            logger.warning(
+                "MCP GET stream not answered in %ss: requests go on without it",
+                _GET_STREAM_WAIT_SECONDS,
+            )
+            self._get_settled.set()
+
+    async def send_raw_request(
+        self, method: str, params: Mapping[str, Any] | None, opts: CallOptions | None = None
+    ) -> dict[str, Any]:
+        await self._get_stream_attached()
+        return await super().send_raw_request(method, params, opts)
 
     def _stopped(self) -> None:
         for serving in list(self._serving.values()):
@@ -106,6 +145,9 @@ class SessionDispatcher(PostDispatcher):
         if method == "notifications/initialized":
             # As the SDK's transport: the GET stream opens as this notification is sent.
             self._initialized.set()
+        else:
+            # What the server sends in reply may go on the GET stream, too.
+            await self._get_stream_attached()
         await super().notify(method, params, opts)
 
     def _raises_transport_errors(self) -> bool:
@@ -201,6 +243,30 @@ class SessionDispatcher(PostDispatcher):
                 serving.context.cancel_requested.set()
                 serving.task.cancel()
         await super()._notified(notification, metadata)
+
+
+class _GetClient:
+    """The session's HTTP client as the SDK transport's GET handling gets it: it also
+    sets `arrived` once a GET's response headers have come, or the GET failed. A
+    redirect does not count: the GET it leads to does, or (not followed) the GET
+    handling ends, which `SessionDispatcher._receive` notes."""
+
+    def __init__(self, http: httpx2.AsyncClient, arrived: anyio.Event) -> None:
+        self._http = http
+        self._arrived = arrived
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._http, name)
+
+    async def send(self, request: httpx2.Request, **kwargs: Any) -> httpx2.Response:
+        try:
+            response = await self._http.send(request, **kwargs)
+        except BaseException:
+            self._arrived.set()
+            raise
+        if not response.is_redirect:
+            self._arrived.set()
+        return response
 
 
 class _GetStream(_Sink):

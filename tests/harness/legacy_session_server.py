@@ -1,7 +1,12 @@
 """Test MCP server for tests/harness/test_contained_session.py: a legacy (stateful)
 Streamable HTTP server that records what reaches it over HTTP.
 
-    python tests/harness/legacy_session_server.py --port N
+    python tests/harness/legacy_session_server.py --port N [--get serve|late|refuse|hold]
+
+`--get` is how the session's GET (its stream) is answered: `serve` at once (the
+default), `late` after `GET_LATE_SECONDS` (so a client that sends its requests beside
+the GET gets them served before the stream is attached), `refuse` with 405 (no GET
+stream; every GET, with a session or not), `hold` never (until the client goes).
 
 Every HTTP request to /mcp is recorded (method, `Mcp-Session-Id`, `MCP-Protocol-Version`,
 the JSON-RPC method or answered id of a POST); `GET /journal` returns the records and the
@@ -12,6 +17,8 @@ Tools:
   its tools changed (GET stream), reports progress on the call's stream, asks for an
   address (`elicitation/create` on the call's stream) and returns
   "roots <n>; <street>, <city>".
+- `address`: asks for an address on the call's stream only and returns
+  "<street>, <city>".
 - `block`: notes "block started", then waits; cancelled, it notes "block cancelled".
 """
 
@@ -33,8 +40,8 @@ RECORDS: list[dict[str, Any]] = []
 NOTES: list[str] = []
 # A bound on `block`'s wait, so that a forgotten server cannot hang for long.
 BLOCK_LIMIT_SECONDS = 120
-# How long `survey` waits for the session's GET stream before asking on it anyway.
-GET_STREAM_WAIT_SECONDS = 30
+# How long `--get late` holds a session's GET before serving it.
+GET_LATE_SECONDS = 0.5
 
 
 class Address(BaseModel):
@@ -47,10 +54,8 @@ def build() -> MCPServer[Any]:
 
     @server.tool()
     async def survey(ctx: Context) -> str:
-        # A request of the server's own goes on the session's GET stream, and the SDK
-        # drops it if that stream is not open yet (no event store): the client opens
-        # it beside its first requests, so wait until it has arrived.
-        await get_stream_arrived()
+        # At once: a request of the server's own goes on the session's GET stream, and
+        # the SDK drops it if no stream is attached yet (no event store).
         roots = await ctx.session.list_roots()
         await ctx.session.send_notification(t.ToolListChangedNotification())
         await ctx.report_progress(1, 2, "asking")
@@ -58,6 +63,13 @@ def build() -> MCPServer[Any]:
         if not isinstance(answer, AcceptedElicitation):
             return f"roots {len(roots.roots)}; {answer.action}"
         return f"roots {len(roots.roots)}; {answer.data.street}, {answer.data.city}"
+
+    @server.tool()
+    async def address(ctx: Context) -> str:
+        answer = await ctx.elicit("Where to?", Address)
+        if not isinstance(answer, AcceptedElicitation):
+            return answer.action
+        return f"{answer.data.street}, {answer.data.city}"
 
     @server.tool()
     async def block() -> str:
@@ -72,20 +84,13 @@ def build() -> MCPServer[Any]:
     return server
 
 
-async def get_stream_arrived() -> None:
-    """Until a session's GET (its stream) has reached the server, bounded; then a moment
-    for the server to attach it."""
-    with anyio.move_on_after(GET_STREAM_WAIT_SECONDS):
-        while not any(r["http"] == "GET" and r["session"] for r in RECORDS):
-            await anyio.sleep(0.01)
-    await anyio.sleep(0.1)
-
-
 class Journal:
-    """ASGI middleware: records each request to the MCP endpoint; serves /journal."""
+    """ASGI middleware: records each request to the MCP endpoint; serves /journal;
+    answers GETs as `get` says (see the module doc)."""
 
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, get: str) -> None:
         self._app = app
+        self._get = get
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -104,6 +109,18 @@ class Journal:
             "version": headers.get("mcp-protocol-version"),
         }
         RECORDS.append(record)
+        if scope["method"] == "GET":
+            if self._get == "refuse":
+                start = {"type": "http.response.start", "status": 405, "headers": []}
+                await send(start)
+                await send({"type": "http.response.body", "body": b""})
+                return
+            if self._get == "late" and record["session"]:
+                await anyio.sleep(GET_LATE_SECONDS)
+            if self._get == "hold" and record["session"]:
+                while (await receive())["type"] != "http.disconnect":
+                    pass
+                return
         chunks: list[bytes] = []
 
         async def recording_receive() -> Message:
@@ -121,8 +138,9 @@ class Journal:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--get", choices=["serve", "late", "refuse", "hold"], default="serve")
     args = parser.parse_args()
-    app = Journal(build().streamable_http_app())
+    app = Journal(build().streamable_http_app(), args.get)
     uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning")
 
 

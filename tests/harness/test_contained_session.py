@@ -2,15 +2,17 @@
 (m3grpc/harness/contained_session.py), against a real legacy MCP server over HTTP
 (tests/harness/legacy_session_server.py, which records every HTTP request it gets):
 every protocol step is still taken, what the server sends on the GET stream and on a
-call's stream is served, a paused call holds few tasks, and a cancelled caller
-cancels its request on the server."""
+call's stream is served (also when the server attaches the GET stream late, or refuses
+it), a paused call holds few tasks, and a cancelled caller cancels its request on the
+server."""
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import sys
 from collections.abc import AsyncIterator, Iterator, Mapping
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +22,13 @@ import mcp_types as t
 import pytest
 from mcp.client.session import ClientRequestContext, IncomingMessage
 
-from m3grpc.harness import HarnessTask, InputRound, OperationStep, ScriptedHarness
+from m3grpc.harness import (
+    HarnessTask,
+    InputRound,
+    OperationStep,
+    ScriptedHarness,
+    contained_session,
+)
 from m3grpc.harness.contained_session import SessionDispatcher
 from m3grpc.harness.http_clients import HttpClients
 from m3grpc.harness.mcp_tasks import TaskClient
@@ -32,12 +40,40 @@ SERVER = Path(__file__).with_name("legacy_session_server.py")
 LEGACY = "2025-11-25"
 # Bound of the waits for what the server notes (not a timing check).
 WAIT_LIMIT_SECONDS = 60
+# Bound of each test's flow, so that a lost message fails it instead of hanging the run
+# (not a timing check: a session's few requests take well under a second).
+TEST_LIMIT_SECONDS = 30
+
+
+@contextmanager
+def legacy_server(get: str = "serve") -> Iterator[str]:
+    port = free_port()
+    command = [sys.executable, str(SERVER), "--port", str(port), "--get", get]
+    with serve_http(command, port) as url:
+        yield url
 
 
 @pytest.fixture
 def url() -> Iterator[str]:
-    port = free_port()
-    with serve_http([sys.executable, str(SERVER), "--port", str(port)], port) as url:
+    with legacy_server() as url:
+        yield url
+
+
+@pytest.fixture
+def late_get_url() -> Iterator[str]:
+    with legacy_server("late") as url:
+        yield url
+
+
+@pytest.fixture
+def held_get_url() -> Iterator[str]:
+    with legacy_server("hold") as url:
+        yield url
+
+
+@pytest.fixture
+def refused_get_url() -> Iterator[str]:
+    with legacy_server("refuse") as url:
         yield url
 
 
@@ -71,7 +107,8 @@ async def test_a_paused_legacy_call_keeps_every_protocol_step_on_few_tasks(url: 
         content = {"street": "1 Main Street", "city": "Pune"}
         return dict.fromkeys(round.requests, ElicitationResponse(action="accept", content=content))
 
-    [result] = await ScriptedHarness().run(task, answer)
+    with anyio.fail_after(TEST_LIMIT_SECONDS):
+        [result] = await ScriptedHarness().run(task, answer)
 
     # The roots request came on the GET stream and was answered; the address on the call's.
     assert result.ok, result
@@ -146,8 +183,9 @@ async def test_what_the_server_sends_on_either_stream_reaches_the_session(url: s
     async def on_progress(done: float, total: float | None, message: str | None) -> None:
         progress.append((done, total, message))
 
-    async with session(url, seen) as client:
-        result = await client.session.call_tool("survey", {}, progress_callback=on_progress)
+    with anyio.fail_after(TEST_LIMIT_SECONDS):
+        async with session(url, seen) as client:
+            result = await client.session.call_tool("survey", {}, progress_callback=on_progress)
 
     assert result.content[0] == t.TextContent(type="text", text="roots 1; 2 High Street, Goa")
     assert seen.roots_asked == 1
@@ -157,16 +195,73 @@ async def test_what_the_server_sends_on_either_stream_reaches_the_session(url: s
 
 async def test_a_cancelled_caller_cancels_its_request_on_the_server(url: str) -> None:
     seen = Seen()
-    async with session(url, seen) as client:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(client.session.call_tool, "block", {})
-            await noted(url, "block started")
-            tg.cancel_scope.cancel()
-        # The session is still open: the server learnt it from notifications/cancelled.
-        await noted(url, "block cancelled")
-        records = (await journal(url))["records"]
-        assert ("POST", "notifications/cancelled") in [(r["http"], r.get("rpc")) for r in records]
-        assert "DELETE" not in [r["http"] for r in records]
-        # The session carries on.
-        result = await client.session.call_tool("survey", {})
-        assert result.content[0] == t.TextContent(type="text", text="roots 1; 2 High Street, Goa")
+    with anyio.fail_after(TEST_LIMIT_SECONDS):
+        async with session(url, seen) as client:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(client.session.call_tool, "block", {})
+                await noted(url, "block started")
+                tg.cancel_scope.cancel()
+            # The session is still open: the server learnt it from notifications/cancelled.
+            await noted(url, "block cancelled")
+            records = (await journal(url))["records"]
+            assert ("POST", "notifications/cancelled") in [
+                (r["http"], r.get("rpc")) for r in records
+            ]
+            assert "DELETE" not in [r["http"] for r in records]
+            # The session carries on.
+            result = await client.session.call_tool("survey", {})
+            assert result.content[0] == t.TextContent(
+                type="text", text="roots 1; 2 High Street, Goa"
+            )
+
+
+async def test_a_request_of_the_server_at_once_waits_for_a_late_get_stream(
+    late_get_url: str,
+) -> None:
+    # The server holds the session's GET for a while, and `survey` asks for roots on the
+    # GET stream as soon as it is called: the SDK server would drop that request if the
+    # call came in before the stream was attached, and the call would never end.
+    seen = Seen()
+    with anyio.fail_after(TEST_LIMIT_SECONDS):
+        async with session(late_get_url, seen) as client:
+            result = await client.session.call_tool("survey", {})
+
+    assert result.content[0] == t.TextContent(type="text", text="roots 1; 2 High Street, Goa")
+    assert seen.roots_asked == 1
+
+
+async def test_requests_go_on_at_once_when_the_server_refuses_the_get_stream(
+    refused_get_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    seen = Seen()
+    with caplog.at_level(logging.WARNING, logger="m3grpc.harness.contained_session"):
+        with anyio.fail_after(TEST_LIMIT_SECONDS):
+            async with session(refused_get_url, seen) as client:
+                result = await client.session.call_tool("address", {})
+
+    assert result.content[0] == t.TextContent(type="text", text="2 High Street, Goa")
+    records = (await journal(refused_get_url))["records"]
+    assert "GET" in [r["http"] for r in records if r["session"]]
+    # The requests did not wait out the bound on the GET stream (it warns when it does).
+    assert not [r for r in caplog.records if r.name == "m3grpc.harness.contained_session"]
+
+
+async def test_requests_go_on_after_a_bound_when_the_get_stream_never_comes(
+    held_get_url: str, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The server never answers the session's GET: the requests wait for it once, for
+    # the bound (shortened here), warn, and go on.
+    monkeypatch.setattr(contained_session, "_GET_STREAM_WAIT_SECONDS", 0.2)
+    seen = Seen()
+    with caplog.at_level(logging.WARNING, logger="m3grpc.harness.contained_session"):
+        with anyio.fail_after(TEST_LIMIT_SECONDS):
+            async with session(held_get_url, seen) as client:
+                first = await client.session.call_tool("address", {})
+                second = await client.session.call_tool("address", {})
+
+    assert first.content[0] == second.content[0]
+    assert first.content[0] == t.TextContent(type="text", text="2 High Street, Goa")
+    warnings = [r for r in caplog.records if r.name == "m3grpc.harness.contained_session"]
+    assert [r.getMessage() for r in warnings] == [
+        "MCP GET stream not answered in 0.2s: requests go on without it"
+    ]
