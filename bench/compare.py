@@ -429,7 +429,14 @@ class Run:
         port = free_port()
         self.mcp = self.processes.start(
             "mcp-server",
-            [sys.executable, str(BENCH / "compare_mcp_server.py"), "--port", str(port)],
+            [
+                sys.executable,
+                str(BENCH / "compare_mcp_server.py"),
+                "--port",
+                str(port),
+                "--tools-ttl-ms",
+                str(self.args.mcp_tools_ttl_ms),
+            ],
             self.logs,
             pipe=False,
         )
@@ -702,6 +709,7 @@ def compare(args: argparse.Namespace, directory: Path, processes: Processes) -> 
             "m3_worker_pool": concurrency,
             "m3_service_processes": args.service_processes,
             "m3_service_poll_interval_seconds": args.service_poll_seconds,
+            "mcp_tools_list_ttl_ms": args.mcp_tools_ttl_ms,
             "langgraph_durability": args.langgraph_durability,
             "dbos_notification_listener_polling_interval_sec": args.dbos_poll,
             "phase_timeout_seconds": args.phase_timeout,
@@ -859,6 +867,9 @@ def print_report(document: dict[str, Any]) -> None:
         f"(CPU: the service and its worker processes), pool_size {settings['m3_worker_pool']}"
         + ("" if poll is None else f", poll_interval_seconds {poll}")
     )
+    ttl = settings.get("mcp_tools_list_ttl_ms")
+    if ttl is not None:
+        print(f"MCP server: tools/list marked fresh for {ttl} ms (2026-07-28 ttlMs; 0: no hint)")
     print("\nSQLite pragmas read back from each side's own connections:")
     for side, databases in document["pragmas"].items():
         for database, values in databases.items():
@@ -1137,6 +1148,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         type=int,
         default=1,
         help="m3grpc serve's workers.processes (1): N - 1 worker processes beside it",
+    )
+    parser.add_argument(
+        "--mcp-tools-ttl-ms",
+        type=int,
+        default=60_000,
+        help="the MCP server's 2026-07-28 tools/list ttlMs (60000; 0: no hint, so every "
+        "2026-07-28 execution lists the tools)",
     )
     parser.add_argument(
         "--service-poll-seconds",

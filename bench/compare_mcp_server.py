@@ -1,7 +1,7 @@
 """The MCP server of bench/compare.py: one Streamable HTTP server on loopback, shared by
 every M3 execution of the run (the SDK's `MCPServer`).
 
-    python bench/compare_mcp_server.py --port N
+    python bench/compare_mcp_server.py --port N [--tools-ttl-ms MS]
 
 Two tools, each asking once for a `ShippingAddress` (request key `shipping_address`) and
 then running `compare_common.after_pause`, which stamps the result text with the
@@ -11,6 +11,9 @@ monotonic time at which the tool's code after the pause ran:
   protocol "legacy");
 - `book_mrtr`: a `Resolve(...)` resolver (2026-07-28 multi round-trip: the call returns an
   `InputRequiredResult`, the retry with the answer runs the tool body).
+
+Its tool list never changes, so, as such a server would, it marks its 2026-07-28
+`tools/list` results fresh for a minute (`ttlMs`; `--tools-ttl-ms 0` for no hint).
 """
 
 from __future__ import annotations
@@ -19,10 +22,13 @@ import argparse
 from typing import Annotated, Any
 
 from compare_common import QUESTION, after_pause
+from mcp.server import CacheHint
 from mcp.server.elicitation import AcceptedElicitation, ElicitationResult
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.resolve import Elicit, Resolve
 from pydantic import BaseModel
+
+TOOLS_TTL_MS = 60_000
 
 
 class ShippingAddress(BaseModel):
@@ -41,8 +47,9 @@ def finish(result: ElicitationResult[ShippingAddress]) -> str:
     return f"shipment not booked: {result.action}"
 
 
-def build() -> MCPServer[Any]:
-    server: MCPServer[Any] = MCPServer("bench", log_level="WARNING")
+def build(tools_ttl_ms: int = TOOLS_TTL_MS) -> MCPServer[Any]:
+    hints = {"tools/list": CacheHint(ttl_ms=tools_ttl_ms)} if tools_ttl_ms else None
+    server: MCPServer[Any] = MCPServer("bench", log_level="WARNING", cache_hints=hints)
 
     @server.tool()
     async def book_legacy(ctx: Context) -> str:
@@ -60,8 +67,9 @@ def build() -> MCPServer[Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--tools-ttl-ms", type=int, default=TOOLS_TTL_MS)
     args = parser.parse_args()
-    build().run("streamable-http", host="127.0.0.1", port=args.port)
+    build(args.tools_ttl_ms).run("streamable-http", host="127.0.0.1", port=args.port)
 
 
 if __name__ == "__main__":

@@ -66,7 +66,9 @@ The MCP connection (and any stdio subprocess) is closed when `run` returns or
 raises, cancellation included, except for a binding pinned to 2026-07-28 over
 HTTP, or an "auto" one whose server answered `server/discover` offering 2026-07-28
 (remembered per process): its executions share one session per (URL, headers) in an
-event loop (`m3grpc.harness.shared_sessions`), and `run` only sends its own requests on it.
+event loop (`m3grpc.harness.shared_sessions`), and `run` only sends its own requests on it
+(they also share the server's `tools/list` answer while its 2026-07-28 `ttlMs` says it is
+fresh; without that hint each execution lists the tools itself).
 Cancelling the run cancels those requests; what the server sends with one of them
 reaches this run's callbacks; a request's HTTP failure fails that operation
 `connection_closed`; the session closes a few seconds after its last execution
@@ -89,6 +91,7 @@ import anyio
 import anyio.lowlevel
 from mcp import Client, MCPError, StdioServerParameters
 from mcp.client import Transport
+from mcp.client.caching import CacheConfig
 from mcp.client.session import ClientRequestContext, IncomingMessage
 from mcp.client.stdio import stdio_client
 from mcp.shared.exceptions import UrlElicitationRequiredError
@@ -114,7 +117,6 @@ from mcp_types import (
     InputResponses,
     ListRootsRequest,
     ListRootsResult,
-    PaginatedRequestParams,
     ReadResourceResult,
     Root,
     Task,
@@ -600,8 +602,9 @@ class _Run:
             cursor: str | None = None
             try:
                 for _ in range(_TOOL_LIST_PAGE_LIMIT):
-                    params = PaginatedRequestParams(cursor=cursor) if cursor else None
-                    page = await self._client.session.list_tools(params=params)
+                    # Through the client's response cache: a shared 2026-07-28 session
+                    # serves a first page the server marked fresh (`ttlMs`).
+                    page = await self._client.list_tools(cursor=cursor)
                     tools.update((tool.name, tool) for tool in page.tools)
                     if (cursor := page.next_cursor) is None:
                         break
@@ -1170,6 +1173,12 @@ class _SharedOpener:
             _ROUTED,
             self._client_info,
             dispatcher=PostDispatcher(server.url, http),
+            # The binding's executions share its listings while the server says they
+            # are fresh: only a 2026-07-28 result's own `ttlMs` counts (the SDK ignores
+            # hints on older sessions, and `default_ttl_ms` 0 caches nothing unmarked).
+            # A script sees the server's current listings otherwise: a session of an
+            # execution's own lists once per execution.
+            cache=CacheConfig(),
         )
         entered = await stack.enter_async_context(client)
         # Only a stateless session can be shared (also for an "auto" binding).
@@ -1226,9 +1235,11 @@ def _task_client(
     client_info: Implementation,
     *,
     dispatcher: PostDispatcher | None = None,
+    cache: CacheConfig | None = None,
 ) -> TaskClient:
     """The SDK client of one session (not entered yet), answering the server with
-    `handlers`; on `dispatcher` if given (`target` is then only the server's URL)."""
+    `handlers`; on `dispatcher` if given (`target` is then only the server's URL);
+    with the SDK's response cache if `cache` is given."""
     return TaskClient(
         target,
         mode=mode,
@@ -1239,7 +1250,7 @@ def _task_client(
         list_roots_callback=handlers._on_list_roots,
         client_info=client_info,
         message_handler=handlers._on_message,
-        cache=None,  # a script must see the server's current listings
+        cache=cache,
         # Declares client tasks (2025-11-25): a task-augmented elicitation
         # is answered as a round while the server polls the task.
         client_tasks=ClientTasks(handlers._on_task_elicit),

@@ -299,3 +299,51 @@ async def test_an_auto_binding_shares_once_the_server_offered_2026_07_28() -> No
         assert result.ok, result
         assert text_of(result) == f"booked shipment to {n} Main Street, City {n}"
     assert other_tasks() == set()
+
+
+def catalog(ttl_ms: int | None) -> tuple[list[str], int]:
+    """The command and port of tests/mcp_servers/catalog.py, its `tools/list` results
+    marked fresh for `ttl_ms` (no hint if None)."""
+    port = free_port()
+    command = [sys.executable, str(MCP_SERVERS / "catalog.py"), "--port", str(port)]
+    return command + ([] if ttl_ms is None else ["--tools-ttl-ms", str(ttl_ms)]), port
+
+
+async def run_tool(
+    harness: ScriptedHarness, server: HttpServer, execution_id: str, tool: str
+) -> str:
+    async def no_input(round: InputRound) -> Mapping[str, ElicitationResponse]:
+        raise AssertionError(f"the catalog asked for input: {round}")
+
+    step = OperationStep("tool", tool)
+    [result] = await asyncio.wait_for(harness.run(task(server, execution_id, step), no_input), 60)
+    return text_of(result)
+
+
+async def test_a_listing_the_server_marks_fresh_is_shared_by_the_bindings_executions() -> None:
+    """A 2026-07-28 `tools/list` result with `ttlMs` is served to the binding's later
+    executions from the shared session's cache while it is fresh: the server answers
+    one listing for three executions (each asks it which tool to call)."""
+    harness = ScriptedHarness()
+    command, port = catalog(ttl_ms=600_000)
+    with serve_http(command, port) as url:
+        server = binding(url, "catalog")
+        counts = [await run_tool(harness, server, f"e-{n}", "listings") for n in range(3)]
+        await harness.aclose()
+    assert counts == ["1", "1", "1"]
+
+
+async def test_an_unmarked_listing_is_asked_for_by_every_execution() -> None:
+    """Without `ttlMs`, each execution lists the tools itself on the shared session, so
+    a tool the server added after an earlier execution is found."""
+    harness = ScriptedHarness()
+    command, port = catalog(ttl_ms=None)
+    with serve_http(command, port) as url:
+        server = binding(url, "catalog")
+        counts = [await run_tool(harness, server, f"e-{n}", "listings") for n in range(3)]
+        assert await run_tool(harness, server, "grow", "add_extra") == "added"
+        extra = await run_tool(harness, server, "use", "extra")
+        assert sessions_open(harness) == 1
+        await harness.aclose()
+    assert counts == ["1", "2", "3"]
+    assert extra == "extra ran"
