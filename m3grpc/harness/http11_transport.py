@@ -22,6 +22,19 @@ not keep: a cap on connections. A request with no idle connection opens one, so 
 it never waits for another execution's call (a paused one holds its connection for as
 long as a human takes).
 
+What it adds: a request sent on a reused connection that the server closed or reset
+before any byte of a response is sent once more, on a new connection. A server
+closes a connection it holds idle (uvicorn after 5 s, gunicorn after 2 s, proxies
+after their own time) without telling the client first, and a request sent on it as
+it closes never reaches the server's application; without the retry the MCP operation
+would fail `connection_closed`. As Go's net/http, only a reused connection (a new one
+the server closes has no such excuse), only before any byte of the response (a 1xx
+included), only on a close or reset (not a timeout), and only a body that can be sent
+again (httpx2's bytes content; not a stream). Unlike Go, a POST is retried too (Go
+retries it only when not a byte was written, or with an Idempotency-Key): MCP's
+requests are all POSTs, and a server that read a request and then closed without a
+word (a crash, a restart in between) would see it twice.
+
 A POST answered with an event stream gives its connection back for the next
 request: the SDK stops reading such a stream at the answer it waited for and
 closes it, and a response closed before its end costs its connection (a legacy
@@ -40,12 +53,15 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import logging
 import ssl
 import time
 from collections.abc import AsyncIterator, Callable
 
 import h11
 import httpx2
+
+log = logging.getLogger(__name__)
 
 _READ_BYTES = 64 * 1024
 # RFC 8305's connection attempt delay, as anyio's connect_tcp uses.
@@ -149,23 +165,32 @@ class Http11Transport(httpx2.AsyncBaseTransport):
         port = url.port or (443 if scheme == b"https" else 80)
         origin = (scheme, url.raw_host, port)
         timeouts = request.extensions.get("timeout", {})
-        connection = self._take(origin) or await self._connect(
-            request, origin, timeouts.get("connect")
-        )
-        try:
-            with _mapped(request, httpx2.WriteError, httpx2.WriteTimeout):
-                await connection.send(request, timeouts.get("write"))
-            with _mapped(request, httpx2.ReadError, httpx2.ReadTimeout):
-                event = await connection.next_event(timeouts.get("read"))
-                while isinstance(event, h11.InformationalResponse):
-                    event = await connection.next_event(timeouts.get("read"))
-            if not isinstance(event, h11.Response):
-                raise httpx2.RemoteProtocolError(
-                    "Server disconnected without sending a response.", request=request
-                )
-        except BaseException:
-            self._discard(connection)
-            raise
+        reused = self._take(origin)
+        if reused is not None:
+            # The server may have closed it as idle just as the request went (see above).
+            replayable = isinstance(request.stream, httpx2.ByteStream)
+            event = await self._response_head(reused, request, timeouts, retry=replayable)
+            if event is not None:
+                return self._response(origin, reused, request, event)
+            log.debug(
+                "%s to %s://%s:%d: a reused connection closed before any response; sending again",
+                request.method,
+                url.scheme,
+                url.host,
+                port,
+            )
+        connection = await self._connect(request, origin, timeouts.get("connect"))
+        event = await self._response_head(connection, request, timeouts, retry=False)
+        assert event is not None  # only a retry gives None
+        return self._response(origin, connection, request, event)
+
+    def _response(
+        self,
+        origin: _Origin,
+        connection: _Connection,
+        request: httpx2.Request,
+        event: h11.Response,
+    ) -> httpx2.Response:
         headers = httpx2.Headers(event.headers)
         body = _Body(
             self, origin, connection, request, read_rest=_rest_is_due(request.method, headers)
@@ -176,6 +201,40 @@ class Http11Transport(httpx2.AsyncBaseTransport):
             stream=body,
             extensions={"http_version": b"HTTP/1.1", "reason_phrase": event.reason},
         )
+
+    async def _response_head(
+        self,
+        connection: _Connection,
+        request: httpx2.Request,
+        timeouts: dict[str, float | None],
+        *,
+        retry: bool,
+    ) -> h11.Response | None:
+        """Sends the request on `connection` and reads its response's head. A failure
+        discards the connection and raises, except, when `retry`, a close or reset
+        before any byte of a response: then None (the request may go again)."""
+        informed = False  # a 1xx came: the server has read the request
+        try:
+            with _mapped(request, httpx2.WriteError, httpx2.WriteTimeout):
+                await connection.send(request, timeouts.get("write"))
+            with _mapped(request, httpx2.ReadError, httpx2.ReadTimeout):
+                event = await connection.next_event(timeouts.get("read"))
+                while isinstance(event, h11.InformationalResponse):
+                    informed = True
+                    event = await connection.next_event(timeouts.get("read"))
+            if not isinstance(event, h11.Response):
+                raise httpx2.RemoteProtocolError(
+                    "Server disconnected without sending a response.", request=request
+                )
+        except (httpx2.WriteError, httpx2.ReadError, httpx2.RemoteProtocolError) as error:
+            self._discard(connection)
+            if retry and not informed and _closed_unanswered(connection, error):
+                return None
+            raise
+        except BaseException:
+            self._discard(connection)
+            raise
+        return event
 
     async def aclose(self) -> None:
         for connection in self._open:
@@ -325,6 +384,19 @@ class _mapped:
             raise httpx2.RemoteProtocolError(message, request=request) from exc
         if isinstance(exc, h11.LocalProtocolError):
             raise httpx2.LocalProtocolError(message, request=request) from exc
+
+
+def _closed_unanswered(connection: _Connection, error: httpx2.TransportError) -> bool:
+    """Whether `error` is the server's close (EOF, which h11 reports as a protocol
+    error with its receive side closed) or reset (an OS connection error), with not a
+    byte of a response received (h11's buffer holds what came and was not yet a
+    whole event)."""
+    unread, eof = connection.h11.trailing_data
+    if unread:
+        return False
+    if isinstance(error, httpx2.RemoteProtocolError):
+        return eof
+    return isinstance(error.__cause__, ConnectionError)
 
 
 def _rest_is_due(method: str, headers: httpx2.Headers) -> bool:

@@ -4,13 +4,17 @@ Against real HTTP/1.1 servers on loopback (asyncio.start_server): kept-alive
 connections are reused (over TLS too, the server verified), one the server closed
 while idle is not, an event stream closed at its answer is read to its end so that
 its connection is reused, an event stream's body streams as the server writes it;
-failures are httpx2's typed errors.
+failures are httpx2's typed errors. A request on a reused connection that the
+server closes or resets before any byte of a response goes again on a new one; one
+on a new connection, or after part of a response, is not sent again.
 """
 
 from __future__ import annotations
 
 import asyncio
+import socket
 import ssl
+import struct
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -280,3 +284,112 @@ async def test_an_event_stream_that_does_not_end_costs_its_connection_not_the_cl
     # The close read what it could for a bounded moment, then gave the connection up.
     assert closed_within < 5
     assert server.connections == 2
+
+
+class HangsUpOnSecond:
+    """Answers a connection's first request (kept alive, echoing its body) and, on
+    the connection's second, does what `second` says: "close" or "reset" without a
+    byte (a server closing an idle connection as the request comes), "part-head"
+    (the first bytes of a head, then the close), or "head" (a whole head and part of
+    its body, then the close)."""
+
+    def __init__(self, second: str) -> None:
+        self.second = second
+        self.connections = 0
+        self.requests = 0
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        try:
+            for number in (1, 2):
+                body = await read_request(reader)
+                self.requests += 1
+                if number == 1:
+                    writer.write(
+                        b"HTTP/1.1 200 OK\r\n"
+                        + f"Content-Length: {len(body)}\r\n\r\n".encode()
+                        + body
+                    )
+                elif self.second == "reset":
+                    # No lingering: the close sends a reset instead of the end.
+                    sock = writer.get_extra_info("socket")
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                elif self.second == "part-head":
+                    writer.write(b"HTTP/1.1 20")
+                elif self.second == "head":
+                    writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nok")
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+
+async def read_request(reader: asyncio.StreamReader) -> bytes:
+    """A request's body, read to its end (a close with some of it unread would reset)."""
+    head = await reader.readuntil(b"\r\n\r\n")
+    for line in head.lower().split(b"\r\n"):
+        if line.startswith(b"content-length:"):
+            return await reader.readexactly(int(line.split(b":", 1)[1]))
+        if line == b"transfer-encoding: chunked":
+            return await reader.readuntil(b"\r\n0\r\n\r\n")  # (not parsed: unused)
+    return b""
+
+
+@pytest.mark.parametrize("second", ["close", "reset"])
+async def test_a_reused_connection_closed_before_any_response_sends_again_on_a_new_one(
+    second: str,
+) -> None:
+    server = HangsUpOnSecond(second)
+    async with serving(server) as url, client() as http:
+        first = await asyncio.wait_for(http.post(url, content=b"one"), 10)
+        # The same connection, which the server closes as this request comes.
+        again = await asyncio.wait_for(http.post(url, json={"jsonrpc": "2.0"}), 10)
+    assert (first.status_code, first.text) == (200, "one")
+    assert (again.status_code, again.json()) == (200, {"jsonrpc": "2.0"})
+    assert (server.connections, server.requests) == (2, 3)
+
+
+async def test_a_new_connection_closed_before_any_response_is_not_sent_again() -> None:
+    requests = 0
+
+    async def hang_up(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal requests
+        await read_request(reader)
+        requests += 1
+        writer.close()
+
+    listener = await asyncio.start_server(hang_up, "127.0.0.1", 0)
+    port = listener.sockets[0].getsockname()[1]
+    try:
+        async with client() as http:
+            with pytest.raises(httpx2.RemoteProtocolError):
+                await asyncio.wait_for(http.post(f"http://127.0.0.1:{port}/mcp", json={}), 10)
+    finally:
+        listener.close()
+    assert requests == 1
+
+
+@pytest.mark.parametrize("second", ["part-head", "head"])
+async def test_a_reused_connection_closed_after_part_of_a_response_is_not_sent_again(
+    second: str,
+) -> None:
+    server = HangsUpOnSecond(second)
+    async with serving(server) as url, client() as http:
+        await asyncio.wait_for(http.post(url, content=b"one"), 10)
+        with pytest.raises(httpx2.RemoteProtocolError):
+            await asyncio.wait_for(http.post(url, content=b"two"), 10)
+    assert (server.connections, server.requests) == (1, 2)
+
+
+async def test_a_body_that_cannot_be_sent_again_is_not() -> None:
+    server = HangsUpOnSecond("close")
+
+    async def body() -> AsyncIterator[bytes]:
+        yield b"two"
+
+    async with serving(server) as url, client() as http:
+        await asyncio.wait_for(http.post(url, content=b"one"), 10)
+        with pytest.raises(httpx2.RemoteProtocolError):
+            await asyncio.wait_for(http.post(url, content=body()), 10)
+    assert (server.connections, server.requests) == (1, 2)
