@@ -147,7 +147,7 @@ class Http11Transport(httpx2.AsyncBaseTransport):
         ssl_context: Callable[[], ssl.SSLContext] = httpx2.create_ssl_context,
         *,
         max_keepalive: int = 20,
-        keepalive_expiry: float = 5.0,
+        keepalive_expiry: float = 4.0,  # (see `http_clients.POOL_KEEPALIVE_SECONDS`)
     ) -> None:
         self._build_ssl_context = ssl_context
         self._ssl_context: ssl.SSLContext | None = None

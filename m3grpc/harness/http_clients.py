@@ -44,9 +44,14 @@ from m3grpc.harness.http11_transport import Http11Transport
 # Connect/write/pool timeout for Streamable HTTP; reads never time out (see above).
 HTTP_TIMEOUT_SECONDS = 30.0
 # Idle connections kept per server for the next requests, and for how long (s): an
-# event loop's pool, and through proxies each session's (httpx2's defaults).
+# event loop's pool, and through proxies each session's. Below uvicorn's and Node's
+# 5 s idle timeout (httpx2's default is 5 s too): a server's idle clock starts as it
+# sends a response's end, ours a moment later as we read it, so at 5 s we would
+# reuse connections just as those servers close them. A shorter server timeout
+# (gunicorn's 2 s, a proxy's) is left to the pool's retry (`http11_transport`; not
+# through proxies: httpx2's pools do not retry).
 POOL_MAX_KEEPALIVE = 20
-POOL_KEEPALIVE_SECONDS = 5.0
+POOL_KEEPALIVE_SECONDS = 4.0
 # Through proxies, a session's connections: at most httpx2's default 100 at once, but a
 # shared session's as many as its executions' requests need (a paused legacy call
 # holds its connection for as long as a human takes).
