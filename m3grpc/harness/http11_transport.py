@@ -22,18 +22,20 @@ not keep: a cap on connections. A request with no idle connection opens one, so 
 it never waits for another execution's call (a paused one holds its connection for as
 long as a human takes).
 
-What it adds: a request sent on a reused connection that the server closed or reset
-before any byte of a response is sent once more, on a new connection. A server
-closes a connection it holds idle (uvicorn after 5 s, gunicorn after 2 s, proxies
-after their own time) without telling the client first, and a request sent on it as
-it closes never reaches the server's application; without the retry the MCP operation
-would fail `connection_closed`. As Go's net/http, only a reused connection (a new one
-the server closes has no such excuse), only before any byte of the response (a 1xx
-included), only on a close or reset (not a timeout), and only a body that can be sent
-again (httpx2's bytes content; not a stream). Unlike Go, a POST is retried too (Go
-retries it only when not a byte was written, or with an Idempotency-Key): MCP's
-requests are all POSTs, and a server that read a request and then closed without a
-word (a crash, a restart in between) would see it twice.
+What it adds: a request of an idempotent method (GET, DELETE, ...) sent on a reused
+connection that the server closed or reset before any byte of a response is sent
+once more, on a new connection. A server closes a connection it holds idle (uvicorn
+after 5 s, gunicorn after 2 s, proxies after their own time) without telling the
+client first, and a request sent on it as it closes never reaches the server's
+application. As Go's net/http: only a reused connection (a new one the server closes
+has no such excuse), only before any byte of the response (a 1xx included), only on
+a close or reset (not a timeout), only a body that can be sent again (httpx2's bytes
+content; not a stream), and not a POST: a server that read it and then closed
+without a word (a crash; behind a load balancer, the next connection reaches another
+replica) would run it twice, and an MCP request (a `tools/call`) may not be safe to
+run twice. So a session's GET stream and DELETE are sent again; a POST fails as
+before (the operation fails `connection_closed`), which the pool's idle expiry,
+below common servers' idle timeouts, keeps rare.
 
 A POST answered with an event stream gives its connection back for the next
 request: the SDK stops reading such a stream at the answer it waited for and
@@ -63,6 +65,8 @@ import httpx2
 
 log = logging.getLogger(__name__)
 
+# RFC 9110's idempotent methods: sent again after a reused connection's idle close.
+_IDEMPOTENT = frozenset({"GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE"})
 _READ_BYTES = 64 * 1024
 # RFC 8305's connection attempt delay, as anyio's connect_tcp uses.
 _HAPPY_EYEBALLS_DELAY = 0.25
@@ -168,7 +172,9 @@ class Http11Transport(httpx2.AsyncBaseTransport):
         reused = self._take(origin)
         if reused is not None:
             # The server may have closed it as idle just as the request went (see above).
-            replayable = isinstance(request.stream, httpx2.ByteStream)
+            replayable = request.method in _IDEMPOTENT and isinstance(
+                request.stream, httpx2.ByteStream
+            )
             event = await self._response_head(reused, request, timeouts, retry=replayable)
             if event is not None:
                 return self._response(origin, reused, request, event)

@@ -4,9 +4,10 @@ Against real HTTP/1.1 servers on loopback (asyncio.start_server): kept-alive
 connections are reused (over TLS too, the server verified), one the server closed
 while idle is not, an event stream closed at its answer is read to its end so that
 its connection is reused, an event stream's body streams as the server writes it;
-failures are httpx2's typed errors. A request on a reused connection that the
-server closes or resets before any byte of a response goes again on a new one; one
-on a new connection, or after part of a response, is not sent again.
+failures are httpx2's typed errors. An idempotent request on a reused connection
+that the server closes or resets before any byte of a response goes again on a new
+one; a POST, one on a new connection, or one after part of a response is not sent
+again.
 """
 
 from __future__ import annotations
@@ -336,18 +337,32 @@ async def read_request(reader: asyncio.StreamReader) -> bytes:
     return b""
 
 
-@pytest.mark.parametrize("second", ["close", "reset"])
-async def test_a_reused_connection_closed_before_any_response_sends_again_on_a_new_one(
-    second: str,
+@pytest.mark.parametrize(("second", "method"), [("close", "GET"), ("reset", "DELETE")])
+async def test_an_idempotent_request_on_a_reused_connection_closed_before_any_response_goes_again(
+    second: str, method: str
 ) -> None:
     server = HangsUpOnSecond(second)
     async with serving(server) as url, client() as http:
         first = await asyncio.wait_for(http.post(url, content=b"one"), 10)
         # The same connection, which the server closes as this request comes.
-        again = await asyncio.wait_for(http.post(url, json={"jsonrpc": "2.0"}), 10)
+        again = await asyncio.wait_for(http.request(method, url), 10)
     assert (first.status_code, first.text) == (200, "one")
-    assert (again.status_code, again.json()) == (200, {"jsonrpc": "2.0"})
+    assert again.status_code == 200
     assert (server.connections, server.requests) == (2, 3)
+
+
+@pytest.mark.parametrize("second", ["close", "reset"])
+async def test_a_post_on_a_reused_connection_closed_before_any_response_is_not_sent_again(
+    second: str,
+) -> None:
+    """The server may have read it (a crash, not an idle close): an MCP request is not
+    run twice."""
+    server = HangsUpOnSecond(second)
+    async with serving(server) as url, client() as http:
+        await asyncio.wait_for(http.post(url, content=b"one"), 10)
+        with pytest.raises((httpx2.RemoteProtocolError, httpx2.ReadError)):
+            await asyncio.wait_for(http.post(url, json={"jsonrpc": "2.0"}), 10)
+    assert (server.connections, server.requests) == (1, 2)
 
 
 async def test_a_new_connection_closed_before_any_response_is_not_sent_again() -> None:
@@ -378,7 +393,7 @@ async def test_a_reused_connection_closed_after_part_of_a_response_is_not_sent_a
     async with serving(server) as url, client() as http:
         await asyncio.wait_for(http.post(url, content=b"one"), 10)
         with pytest.raises(httpx2.RemoteProtocolError):
-            await asyncio.wait_for(http.post(url, content=b"two"), 10)
+            await asyncio.wait_for(http.get(url), 10)
     assert (server.connections, server.requests) == (1, 2)
 
 
@@ -391,5 +406,5 @@ async def test_a_body_that_cannot_be_sent_again_is_not() -> None:
     async with serving(server) as url, client() as http:
         await asyncio.wait_for(http.post(url, content=b"one"), 10)
         with pytest.raises(httpx2.RemoteProtocolError):
-            await asyncio.wait_for(http.post(url, content=body()), 10)
+            await asyncio.wait_for(http.put(url, content=body()), 10)
     assert (server.connections, server.requests) == (1, 2)
