@@ -47,9 +47,10 @@ HTTP_TIMEOUT_SECONDS = 30.0
 # event loop's pool, and through proxies each session's. Below uvicorn's and Node's
 # 5 s idle timeout (httpx2's default is 5 s too): a server's idle clock starts as it
 # sends a response's end, ours a moment later as we read it, so at 5 s we would
-# reuse connections just as those servers close them. A shorter server timeout
-# (gunicorn's 2 s, a proxy's) is left to the pool's retry (`http11_transport`; not
-# through proxies: httpx2's pools do not retry).
+# reuse connections just as those servers close them. Under a shorter server timeout
+# (gunicorn's 2 s, a proxy's) a POST sent as the server closes can still fail; the
+# pool sends only idempotent requests again (`http11_transport`; not through proxies:
+# httpx2's pools do not).
 POOL_MAX_KEEPALIVE = 20
 POOL_KEEPALIVE_SECONDS = 4.0
 # Through proxies, a session's connections: at most httpx2's default 100 at once, but a
