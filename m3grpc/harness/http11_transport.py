@@ -45,10 +45,11 @@ the answer, so closing reads what is left of it first (briefly, boundedly). So d
 closing a short body of a known length (the SDK closes the 202 to a POSTed answer or
 notification without reading its empty body).
 
-Only for an asyncio event loop (M3's runtime runs on one); cancellation by the
-SDK's anyio cancel scopes works as for any asyncio await. asyncio's own streams
-also spare anyio's per-call layers (a happy-eyeballs task group per connection, a
-cancel scope per read and write: a sixth of the service's CPU on legacy executions).
+Only for an asyncio event loop: asyncio's own (M3's runtime runs on one) or uvloop (an
+application embedding the kit may run it there); cancellation by the SDK's anyio cancel
+scopes works as for any asyncio await. asyncio's streams also spare anyio's per-call
+layers (a happy-eyeballs task group per connection, a cancel scope per read and write:
+a sixth of the service's CPU on legacy executions).
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ import logging
 import ssl
 import time
 from collections.abc import AsyncIterator, Callable
+from typing import Any
 
 import h11
 import httpx2
@@ -269,6 +271,12 @@ class Http11Transport(httpx2.AsyncBaseTransport):
                 self._ssl_context = self._build_ssl_context()
             context = self._ssl_context
         name = host.decode("ascii")
+        options: dict[str, Any] = {}
+        # Racing addresses (a task each) only for a name, not an address, and only on
+        # asyncio's own loop: uvloop's create_connection has no happy_eyeballs_delay
+        # (a TypeError, even for None) and tries a name's addresses in turn.
+        if not _is_address(name) and isinstance(asyncio.get_running_loop(), asyncio.BaseEventLoop):
+            options["happy_eyeballs_delay"] = _HAPPY_EYEBALLS_DELAY
         with _mapped(request, httpx2.ConnectError, httpx2.ConnectTimeout):
             async with asyncio.timeout(timeout):
                 reader, writer = await asyncio.open_connection(
@@ -276,8 +284,7 @@ class Http11Transport(httpx2.AsyncBaseTransport):
                     port,
                     ssl=context,
                     server_hostname=name if context else None,
-                    # Racing addresses (a task each) only for a name, not an address.
-                    happy_eyeballs_delay=None if _is_address(name) else _HAPPY_EYEBALLS_DELAY,
+                    **options,
                 )
         connection = _Connection(reader, writer)
         self._open.add(connection)

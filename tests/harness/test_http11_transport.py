@@ -408,3 +408,20 @@ async def test_a_body_that_cannot_be_sent_again_is_not() -> None:
         with pytest.raises(httpx2.RemoteProtocolError):
             await asyncio.wait_for(http.put(url, content=body()), 10)
     assert (server.connections, server.requests) == (1, 2)
+
+
+def test_it_connects_on_uvloop_by_name_and_by_address() -> None:
+    """An application embedding the kit may run it on uvloop (uvicorn's loop when it is
+    installed), whose connect takes no happy-eyeballs delay: a server is reached by
+    name and by address, and a kept-alive connection is reused."""
+    uvloop = pytest.importorskip("uvloop")
+    server = Server()
+
+    async def requests() -> list[str]:
+        async with serving(server) as url, client() as http:
+            by_name = url.replace("127.0.0.1", "localhost")
+            answers = [await asyncio.wait_for(http.get(u), 10) for u in (url, url, by_name)]
+        return [answer.text for answer in answers]
+
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        assert runner.run(requests()) == ["ok 1", "ok 1", "ok 2"]
