@@ -164,7 +164,10 @@ def connect_failure(server: ServerBinding, exc: BaseException, stderr_tail: str 
     if isinstance(server, StdioServer):
         if isinstance(leaf, OSError) and leaf.errno in (errno.ENOENT, errno.EACCES):
             cwd = os.fspath(server.cwd) if server.cwd is not None else None
-            if cwd is not None and leaf.filename is not None and os.fspath(leaf.filename) == cwd:
+            # asyncio's spawn names the missing directory in the error; uvloop's names
+            # nothing (an application may run the kit on uvloop), so look at it too.
+            named = leaf.filename is not None and os.fspath(leaf.filename) == cwd
+            if cwd is not None and (named or not os.path.isdir(cwd)):
                 return f"working directory {cwd!r} of MCP server {server.name!r} not found"
             if leaf.errno == errno.ENOENT:
                 return f"command not found: {server.command!r} (MCP server {server.name!r})"

@@ -463,6 +463,28 @@ async def test_unstartable_server_is_reported() -> None:
     assert result.failure_code == "server_unavailable"
 
 
+@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
+def test_a_missing_working_directory_is_named(loop: str, tmp_path: Path) -> None:
+    """On asyncio's loop and on uvloop (an application may run the kit there), whose
+    spawn error does not name the directory."""
+    factory = (
+        asyncio.new_event_loop
+        if loop == "asyncio"
+        else pytest.importorskip("uvloop").new_event_loop
+    )
+    missing = tmp_path / "no-such-directory"
+    server = StdioServer(name="shipping", command=sys.executable, args=["-c", "pass"], cwd=missing)
+    task = make_task(server, [tool("book_shipment")])
+
+    with asyncio.Runner(loop_factory=factory) as runner:
+        [result] = runner.run(ScriptedHarness().run(task, Recorder(answer_forms)))
+
+    assert result.failure_code == "server_unavailable"
+    assert result.failure_message == (
+        f"working directory {str(missing)!r} of MCP server 'shipping' not found"
+    )
+
+
 # --- Streamable HTTP ----------------------------------------------------------------------
 
 
