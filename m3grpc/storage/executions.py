@@ -854,13 +854,7 @@ class SqlExecutionStore:
         self, conn: Connection, execution_id: str, lease: ManagedInputLease
     ) -> tuple[RowLike, datetime]:
         """The execution's lease columns (locked) if `lease` is its live lease, and now."""
-        row = statements.SELECT_EXECUTION_LEASE_FOR_UPDATE.first(
-            conn, {"execution_id": execution_id}
-        )
-        if row is None:
-            raise ExecutionNotFoundError(
-                f"no execution {execution_id!r}", metadata={"execution_id": execution_id}
-            )
+        row = self._load(conn, execution_id, lease_only=True)
         now = self.now()
         if (
             row.worker_owner_id != lease.owner_id
@@ -877,11 +871,19 @@ class SqlExecutionStore:
 
     @staticmethod
     def _load(
-        conn: Connection, execution_id: str, *, for_update: bool = False, state_only: bool = False
+        conn: Connection,
+        execution_id: str,
+        *,
+        for_update: bool = False,
+        state_only: bool = False,
+        lease_only: bool = False,
     ) -> RowLike:
-        """The execution's row; `state_only`: only what `_state` reads."""
+        """The execution's row; `state_only`: only what `_state` reads; `lease_only`:
+        only the lease columns, locked."""
         query = statements.SELECT_EXECUTION
-        if for_update:
+        if lease_only:
+            query = statements.SELECT_EXECUTION_LEASE_FOR_UPDATE
+        elif for_update:
             query = statements.SELECT_EXECUTION_FOR_UPDATE
         elif state_only:
             query = statements.SELECT_EXECUTION_STATE
