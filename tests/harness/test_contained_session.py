@@ -59,24 +59,6 @@ def url() -> Iterator[str]:
         yield url
 
 
-@pytest.fixture
-def late_get_url() -> Iterator[str]:
-    with legacy_server("late") as url:
-        yield url
-
-
-@pytest.fixture
-def held_get_url() -> Iterator[str]:
-    with legacy_server("hold") as url:
-        yield url
-
-
-@pytest.fixture
-def refused_get_url() -> Iterator[str]:
-    with legacy_server("refuse") as url:
-        yield url
-
-
 async def journal(url: str) -> dict[str, Any]:
     async with httpx2.AsyncClient() as http:
         response = await http.get(url.removesuffix("/mcp") + "/journal")
@@ -215,15 +197,13 @@ async def test_a_cancelled_caller_cancels_its_request_on_the_server(url: str) ->
             )
 
 
-async def test_a_request_of_the_server_at_once_waits_for_a_late_get_stream(
-    late_get_url: str,
-) -> None:
+async def test_a_request_of_the_server_at_once_waits_for_a_late_get_stream() -> None:
     # The server holds the session's GET for a while, and `survey` asks for roots on the
     # GET stream as soon as it is called: the SDK server would drop that request if the
     # call came in before the stream was attached, and the call would never end.
     seen = Seen()
-    with anyio.fail_after(TEST_LIMIT_SECONDS):
-        async with session(late_get_url, seen) as client:
+    with legacy_server("late") as url, anyio.fail_after(TEST_LIMIT_SECONDS):
+        async with session(url, seen) as client:
             result = await client.session.call_tool("survey", {})
 
     assert result.content[0] == t.TextContent(type="text", text="roots 1; 2 High Street, Goa")
@@ -231,33 +211,37 @@ async def test_a_request_of_the_server_at_once_waits_for_a_late_get_stream(
 
 
 async def test_requests_go_on_at_once_when_the_server_refuses_the_get_stream(
-    refused_get_url: str, caplog: pytest.LogCaptureFixture
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     seen = Seen()
-    with caplog.at_level(logging.WARNING, logger="m3grpc.harness.contained_session"):
-        with anyio.fail_after(TEST_LIMIT_SECONDS):
-            async with session(refused_get_url, seen) as client:
-                result = await client.session.call_tool("address", {})
+    with legacy_server("refuse") as url:
+        with caplog.at_level(logging.WARNING, logger="m3grpc.harness.contained_session"):
+            with anyio.fail_after(TEST_LIMIT_SECONDS):
+                async with session(url, seen) as client:
+                    result = await client.session.call_tool("address", {})
+        records = (await journal(url))["records"]
 
     assert result.content[0] == t.TextContent(type="text", text="2 High Street, Goa")
-    records = (await journal(refused_get_url))["records"]
     assert "GET" in [r["http"] for r in records if r["session"]]
     # The requests did not wait out the bound on the GET stream (it warns when it does).
     assert not [r for r in caplog.records if r.name == "m3grpc.harness.contained_session"]
 
 
 async def test_requests_go_on_after_a_bound_when_the_get_stream_never_comes(
-    held_get_url: str, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The server never answers the session's GET: the requests wait for it once, for
     # the bound (shortened here), warn, and go on.
     monkeypatch.setattr(contained_session, "_GET_STREAM_WAIT_SECONDS", 0.2)
     seen = Seen()
-    with caplog.at_level(logging.WARNING, logger="m3grpc.harness.contained_session"):
-        with anyio.fail_after(TEST_LIMIT_SECONDS):
-            async with session(held_get_url, seen) as client:
-                first = await client.session.call_tool("address", {})
-                second = await client.session.call_tool("address", {})
+    with (
+        legacy_server("hold") as url,
+        caplog.at_level(logging.WARNING, logger="m3grpc.harness.contained_session"),
+        anyio.fail_after(TEST_LIMIT_SECONDS),
+    ):
+        async with session(url, seen) as client:
+            first = await client.session.call_tool("address", {})
+            second = await client.session.call_tool("address", {})
 
     assert first.content[0] == second.content[0]
     assert first.content[0] == t.TextContent(type="text", text="2 High Street, Goa")
