@@ -22,7 +22,7 @@ from m3grpc.runtime import Runtime
 from m3grpc.runtime.limits import MAX_ID_CHARS, encoded_size
 from m3grpc.servers import ServerBinding
 from m3grpc.types import ExecutionResult, HumanInput
-from m3grpc.wire import convert, messages, spec_codec
+from m3grpc.wire import convert, events, messages, spec_codec
 from m3grpc.wire.gen.m3.v1 import execution_service_pb2 as pb
 from m3grpc.wire.gen.m3.v1 import execution_service_pb2_grpc
 from m3grpc.wire.status import shutting_down_status
@@ -122,8 +122,13 @@ class ExecutionService(execution_service_pb2_grpc.ExecutionServiceServicer):
         if request.execution_id:
             _execution_id(request.execution_id)  # bounded before anything is read
         try:
+            kinds = events.kinds_model(request.kinds)
+        except convert.WireValueError as exc:
+            violation = FieldViolation(f"kinds{exc.path}", exc.description)
+            raise ModelValidationError("invalid kinds", field_violations=[violation]) from None
+        try:
             async for event in self._watch.stream(
-                request.execution_id, request.cursor, principal_filter()
+                request.execution_id, request.cursor, principal_filter(), kinds
             ):
                 yield event
         except ServiceShuttingDown:

@@ -84,12 +84,17 @@ class PendingWatch:
         self._shared.tail.learn_principal(execution_id, principal)
 
     async def stream(
-        self, execution_id: str, token: str, principal: str | None = None
+        self,
+        execution_id: str,
+        token: str,
+        principal: str | None = None,
+        kinds: frozenset[str] | None = None,
     ) -> AsyncIterator[WatchEvent]:
-        """`principal`: only that principal's executions (None: every execution)."""
+        """`principal`: only that principal's executions (None: every execution).
+        `kinds`: only events of these kinds, by `EventKind` value (None: every kind)."""
         self.active += 1
         try:
-            stream = _Stream(self._runtime, self._poll_interval, principal, self._shared)
+            stream = _Stream(self._runtime, self._poll_interval, principal, self._shared, kinds)
             async for event in stream.run(execution_id, token):
                 yield event
         finally:
@@ -156,11 +161,17 @@ class _Stream:
         poll_interval: float,
         principal: str | None,
         shared: _Shared,
+        kinds: frozenset[str] | None = None,
     ) -> None:
         self._runtime = runtime
         self._poll_interval = poll_interval
         self._principal = principal
         self._shared = shared
+        # The kinds this stream sends; the internal round_changed never. A skipped
+        # event costs no read, no message and no write: a subscriber that only wants
+        # new rounds (an inbox, a benchmark) pays for a third of the messages.
+        sent = kinds if kinds is not None else frozenset(_SENDABLE)
+        self._sends = frozenset(kind for kind in _SENDABLE if kind in sent)
 
     async def run(self, execution_id: str, token: str) -> AsyncIterator[WatchEvent]:
         if execution_id:
@@ -172,7 +183,7 @@ class _Stream:
         else:
             cursor = Cursor(seq=await self._runtime.last_event_seq(), execution_id=execution_id)
             in_snapshot = True
-        if in_snapshot:
+        if in_snapshot and EventKind.ROUND_PENDING in self._sends:
             for record in await self._snapshot(cursor):
                 yield self._snapshot_event(cursor, record)
         async for event in self._live(cursor.seq, execution_id):
@@ -253,8 +264,8 @@ class _Stream:
                 wake = self._shared.tail.next_advance()
                 batch, position = await self._read(after, execution_id, from_store=finished)
                 for event in batch:
-                    if event.kind is EventKind.ROUND_CHANGED:
-                        message = None  # internal: only the position moves
+                    if event.kind not in self._sends:
+                        message = None  # internal or not asked for: only the position moves
                     elif event.kind is EventKind.ROUND_LEFT_PENDING:
                         message = self._left_pending(event, Cursor(event.seq, execution_id))
                     else:  # built from a read, once for every stream with this filter
@@ -344,6 +355,10 @@ class _Stream:
                 )
             return events.execution_finished_message(token, state)
         return None  # round_changed: internal
+
+
+# The kinds a stream may send (round_changed is internal).
+_SENDABLE = (EventKind.ROUND_PENDING, EventKind.ROUND_LEFT_PENDING, EventKind.EXECUTION_FINISHED)
 
 
 def _keyset(record: ManagedInputRecord) -> Keyset:

@@ -9,7 +9,7 @@ async with AsyncRemoteMCPTestKit("127.0.0.1:50051") as kit:
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -32,7 +32,7 @@ from m3grpc.types import (
     RoundView,
 )
 from m3grpc.wire import requests
-from m3grpc.wire.events import WatchEvent, event_from_message
+from m3grpc.wire.events import WatchEvent, WatchEventClass, event_from_message
 from m3grpc.wire.gen.m3.v1 import execution_service_pb2
 from m3grpc.wire.requests import ServerRef
 from m3grpc.wire.status import typed_error
@@ -86,10 +86,14 @@ class AsyncRemoteMCPTestKit(calls.KitBase[grpc.aio.Channel]):
         return AsyncRemoteExecutionHandle(self, execution_id)
 
     async def watch_pending(
-        self, *, execution_id: str | None = None, cursor: str | None = None
+        self,
+        *,
+        execution_id: str | None = None,
+        cursor: str | None = None,
+        kinds: Iterable[WatchEventClass] | None = None,
     ) -> AsyncIterator[WatchEvent]:
         call = self._stubs.executions.WatchPending(
-            calls.watch_request(execution_id, cursor), metadata=with_trace(self._metadata)
+            calls.watch_request(execution_id, cursor, kinds), metadata=with_trace(self._metadata)
         )
         try:
             async for message in call:
@@ -191,5 +195,7 @@ class AsyncRemoteExecutionHandle:
     async def cancel(self) -> None:
         await self._kit._run(calls.cancel(self.execution_id))
 
-    def watch_pending(self, cursor: str | None = None) -> AsyncIterator[WatchEvent]:
-        return self._kit.watch_pending(execution_id=self.execution_id, cursor=cursor)
+    def watch_pending(
+        self, cursor: str | None = None, kinds: Iterable[WatchEventClass] | None = None
+    ) -> AsyncIterator[WatchEvent]:
+        return self._kit.watch_pending(execution_id=self.execution_id, cursor=cursor, kinds=kinds)

@@ -8,7 +8,7 @@ runner; a handle method is one line in either kit.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, Literal, TypeVar
@@ -26,7 +26,8 @@ from m3grpc.types import (
     RoundPage,
     RoundView,
 )
-from m3grpc.wire import convert, messages, requests, servers
+from m3grpc.wire import convert, events, messages, requests, servers
+from m3grpc.wire.events import WatchEventClass
 from m3grpc.wire.gen.m3.v1 import (
     elicitation_service_pb2,
     elicitation_service_pb2_grpc,
@@ -267,10 +268,13 @@ def list_rounds(
 
 
 def watch_request(
-    execution_id: str | None, cursor: str | None
+    execution_id: str | None, cursor: str | None, kinds: Iterable[WatchEventClass] | None = None
 ) -> execution_service_pb2.WatchPendingRequest:
+    """`kinds`: only events of these classes (None or empty: every kind)."""
     return execution_service_pb2.WatchPendingRequest(
-        execution_id=execution_id or "", cursor=cursor or ""
+        execution_id=execution_id or "",
+        cursor=cursor or "",
+        kinds=events.kinds_message(kinds or ()),
     )
 
 

@@ -12,7 +12,7 @@ Failed calls raise the same typed errors as the embedded API (m3grpc.errors).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -35,7 +35,7 @@ from m3grpc.types import (
     RoundView,
 )
 from m3grpc.wire import requests
-from m3grpc.wire.events import WatchEvent, event_from_message
+from m3grpc.wire.events import WatchEvent, WatchEventClass, event_from_message
 from m3grpc.wire.gen.m3.v1 import execution_service_pb2
 from m3grpc.wire.requests import ServerRef
 from m3grpc.wire.status import typed_error
@@ -96,11 +96,17 @@ class RemoteMCPTestKit(calls.KitBase[grpc.Channel]):
         return RemoteExecutionHandle(self, execution_id)
 
     def watch_pending(
-        self, *, execution_id: str | None = None, cursor: str | None = None
+        self,
+        *,
+        execution_id: str | None = None,
+        cursor: str | None = None,
+        kinds: Iterable[WatchEventClass] | None = None,
     ) -> Iterator[WatchEvent]:
-        """Pending rounds now, then live events; resume with an event's `cursor`."""
+        """Pending rounds now, then live events; resume with an event's `cursor`.
+        `kinds`: only events of these classes, e.g. `[RoundPending]` (default: all);
+        a cursor resumes after its event whatever the kinds."""
         call = self._stubs.executions.WatchPending(
-            calls.watch_request(execution_id, cursor), metadata=with_trace(self._metadata)
+            calls.watch_request(execution_id, cursor, kinds), metadata=with_trace(self._metadata)
         )
         try:
             for message in call:
@@ -209,6 +215,8 @@ class RemoteExecutionHandle:
     def cancel(self) -> None:
         self._kit._run(calls.cancel(self.execution_id))
 
-    def watch_pending(self, cursor: str | None = None) -> Iterator[WatchEvent]:
+    def watch_pending(
+        self, cursor: str | None = None, kinds: Iterable[WatchEventClass] | None = None
+    ) -> Iterator[WatchEvent]:
         """This execution's events; the iterator ends after it finishes."""
-        return self._kit.watch_pending(execution_id=self.execution_id, cursor=cursor)
+        return self._kit.watch_pending(execution_id=self.execution_id, cursor=cursor, kinds=kinds)

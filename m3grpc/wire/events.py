@@ -1,10 +1,14 @@
 """WatchPending events, both directions: the service builds WatchPendingResponse
 messages (`*_message`), the client reads them into typed events
-(`event_from_message`). Each carries the `cursor` to resume after it."""
+(`event_from_message`). Each carries the `cursor` to resume after it. The
+request's `kinds` filter too: the client names event classes (`kinds_message`),
+the service reads the kinds back (`kinds_model`)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from m3grpc.types import (
     ExecutionState,
@@ -46,6 +50,53 @@ class ExecutionFinished:
 
 
 WatchEvent = RoundPending | RoundLeftPending | ExecutionFinished
+WatchEventClass = type[RoundPending] | type[RoundLeftPending] | type[ExecutionFinished]
+
+# Each kind is named after the response's `event` field it sets.
+_KIND_OF_CLASS: dict[WatchEventClass, str] = {
+    RoundPending: "round_pending",
+    RoundLeftPending: "round_left_pending",
+    ExecutionFinished: "execution_finished",
+}
+WATCH_EVENT_KIND = convert.EnumMap(
+    execution_service_pb2.WatchEventKind, "WATCH_EVENT_KIND_", tuple(_KIND_OF_CLASS.values())
+)
+
+
+# -- the request's kinds: event classes <-> WatchEventKind -------------------------
+
+
+def kinds_message(kinds: Iterable[WatchEventClass]) -> list[Any]:
+    """`WatchPendingRequest.kinds` for the event classes a client wants (Any: the
+    stubs type enum fields per enum, as `EnumMap.wire`)."""
+    numbers: list[Any] = []
+    for kind in kinds:
+        name = _KIND_OF_CLASS.get(kind)
+        if name is None:
+            raise TypeError(
+                f"kinds: {kind!r} is not a WatchPending event class "
+                "(RoundPending, RoundLeftPending, ExecutionFinished)"
+            )
+        numbers.append(WATCH_EVENT_KIND.wire(name))
+    return numbers
+
+
+def kinds_model(numbers: Sequence[int]) -> frozenset[str] | None:
+    """The kinds a request asks for, by the name of the `event` field each sets;
+    None: every kind. UNSPECIFIED or a number this build does not know raises
+    `WireValueError` with the entry's path (`[2]`)."""
+    if not numbers:
+        return None
+    names: set[str] = set()
+    for index, number in enumerate(numbers):
+        name = WATCH_EVENT_KIND.model(number)
+        if name is None:
+            raise convert.WireValueError(
+                f"must be one of {', '.join(_KIND_OF_CLASS.values())} (got {number})",
+                f"[{index}]",
+            )
+        names.add(name)
+    return frozenset(names)
 
 
 def event_from_message(message: execution_service_pb2.WatchPendingResponse) -> WatchEvent | None:

@@ -163,6 +163,12 @@ def test_spec_submission_and_watch_events(shared_server: ServerProcess) -> None:
         assert [type(e) for e in handle.watch_pending(cursor=first.cursor)] == [
             type(e) for e in rest
         ]
+        # ... and with `kinds`, only the events of those classes.
+        assert [
+            type(e) for e in handle.watch_pending(cursor=first.cursor, kinds=[ExecutionFinished])
+        ] == [ExecutionFinished]
+        with pytest.raises(TypeError, match="not a WatchPending event class"):
+            next(kit.watch_pending(kinds=[ElicitationResponse]))  # type: ignore[list-item]
         result = handle.result(timeout=60)
         assert result.operations[0].result is not None
         assert "declined" in str(result.operations[0].result)
@@ -174,7 +180,7 @@ async def test_async_client(shared_server: ServerProcess) -> None:
         handle = await agent.submit(
             "p", server=shipping_server, tools=["shipping:book_shipment"], human_input="managed"
         )
-        events = handle.watch_pending()
+        events = handle.watch_pending(kinds=[RoundPending, ExecutionFinished])
         first = await anext(events)
         assert isinstance(first, RoundPending)
         pending = await handle.pending_elicitation()
@@ -185,7 +191,7 @@ async def test_async_client(shared_server: ServerProcess) -> None:
             idempotency_key="async",
         )
         rest = [event async for event in events]
-        assert isinstance(rest[-1], ExecutionFinished)
+        assert [type(event) for event in rest] == [ExecutionFinished]  # no RoundLeftPending
         result = await handle.result(timeout=60)
         assert result.outcome is ExecutionOutcome.SUCCEEDED
         assert (await handle.snapshot()).outcome is ExecutionOutcome.SUCCEEDED

@@ -14,6 +14,7 @@ from typing import Any
 
 import grpc
 import pytest
+from google.rpc import error_details_pb2
 
 from m3grpc.wire.gen.m3.v1 import (
     elicitation_pb2,
@@ -22,6 +23,10 @@ from m3grpc.wire.gen.m3.v1 import (
 )
 
 from .conftest import ServerProcess, Stubs, failure, start_server
+
+PENDING = execution_service_pb2.WATCH_EVENT_KIND_ROUND_PENDING
+LEFT = execution_service_pb2.WATCH_EVENT_KIND_ROUND_LEFT_PENDING
+FINISHED = execution_service_pb2.WATCH_EVENT_KIND_EXECUTION_FINISHED
 
 Key = tuple[Any, ...]
 _END = object()
@@ -45,9 +50,16 @@ def key(event: execution_service_pb2.WatchPendingResponse) -> Key:
 class Watcher:
     """Reads one WatchPending stream in a thread; every wait is bounded."""
 
-    def __init__(self, stubs: Stubs, *, execution_id: str = "", cursor: str = "") -> None:
+    def __init__(
+        self,
+        stubs: Stubs,
+        *,
+        execution_id: str = "",
+        cursor: str = "",
+        kinds: tuple[int, ...] = (),
+    ) -> None:
         request = execution_service_pb2.WatchPendingRequest(
-            execution_id=execution_id, cursor=cursor
+            execution_id=execution_id, cursor=cursor, kinds=kinds
         )
         self.call = stubs.executions.WatchPending(request)
         self.events: list[execution_service_pb2.WatchPendingResponse] = []
@@ -214,4 +226,71 @@ def test_resume_across_a_restart(server: ServerProcess) -> None:
     assert fresh.take(1) == [("pending", r3)]
     fresh.close()
     stubs.executions.Cancel(execution_service_pb2.CancelRequest(execution_id=e3))
+    stubs.close()
+
+
+def test_kinds_send_only_the_events_asked_for(server: ServerProcess) -> None:
+    stubs = server.stubs()
+    e1 = stubs.submit_managed()
+    r1 = stubs.wait_pending(e1).round_id
+
+    new_rounds = Watcher(stubs, kinds=(PENDING,))
+    assert new_rounds.take(1) == [("pending", r1)]  # the snapshot is round_pending
+    outcomes = Watcher(stubs, kinds=(LEFT, FINISHED, LEFT))  # repeats are ignored
+    finishes = Watcher(stubs, kinds=(FINISHED,))
+    stubs.respond(r1, "k1")
+    e2 = stubs.submit_managed()
+    r2 = stubs.wait_pending(e2).round_id
+
+    # Neither of e1's later events reached the first stream before r2's round.
+    assert new_rounds.take(1) == [("pending", r2)]
+    # No snapshot without ROUND_PENDING, and no round_pending live either.
+    assert outcomes.take(2) == [
+        ("left", r1, "MANAGED_INPUT_STATUS_RESPONSE_VALIDATED"),
+        ("finished", e1, "EXECUTION_OUTCOME_SUCCEEDED"),
+    ]
+    assert finishes.take(1) == [("finished", e1, "EXECUTION_OUTCOME_SUCCEEDED")]
+
+    # A cursor is a position in the log: every kind, resumed from the first
+    # stream's snapshot event, gets what that stream skipped after it.
+    everything = Watcher(stubs, cursor=new_rounds.events[0].cursor)
+    assert everything.take(3) == [
+        ("left", r1, "MANAGED_INPUT_STATUS_RESPONSE_VALIDATED"),
+        ("finished", e1, "EXECUTION_OUTCOME_SUCCEEDED"),
+        ("pending", r2),
+    ]
+    # ... and the same kinds again resume with nothing sent twice.
+    again = Watcher(stubs, cursor=new_rounds.events[0].cursor, kinds=(PENDING,))
+    assert again.take(1) == [("pending", r2)]
+
+    # An execution's stream still ends after it finishes, finish not asked for.
+    only_e2 = Watcher(stubs, execution_id=e2, kinds=(PENDING,))
+    assert only_e2.take(1) == [("pending", r2)]
+    stubs.respond(r2, "k2")
+    assert only_e2.end() == []
+    assert only_e2.error is None
+    for watcher in (new_rounds, outcomes, finishes, everything, again):
+        watcher.close()
+    stubs.close()
+
+
+@pytest.mark.parametrize(
+    ("kinds", "field"),
+    [
+        ((execution_service_pb2.WATCH_EVENT_KIND_UNSPECIFIED,), "kinds[0]"),
+        ((PENDING, 99), "kinds[1]"),
+    ],
+)
+def test_an_unknown_kind_is_invalid_argument(
+    server: ServerProcess, kinds: tuple[int, ...], field: str
+) -> None:
+    stubs = server.stubs()
+    rejected = Watcher(stubs, kinds=kinds)
+    assert rejected.end() == []
+    assert rejected.error is not None
+    bad = failure(rejected.error)
+    assert bad.code == grpc.StatusCode.INVALID_ARGUMENT
+    assert bad.info.reason == "MODEL_VALIDATION_FAILED"
+    violations = {v.field for v in bad.detail(error_details_pb2.BadRequest).field_violations}
+    assert violations == {field}
     stubs.close()

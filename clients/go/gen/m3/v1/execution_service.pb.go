@@ -23,6 +23,65 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// The kinds of event a WatchPending stream sends: each names the field of
+// `WatchPendingResponse.event` it sets.
+type WatchEventKind int32
+
+const (
+	// Not a kind: rejected in `WatchPendingRequest.kinds`.
+	WatchEventKind_WATCH_EVENT_KIND_UNSPECIFIED WatchEventKind = 0
+	// `round_pending`: a round became pending (and, at the start of a stream
+	// without a cursor, every round pending now).
+	WatchEventKind_WATCH_EVENT_KIND_ROUND_PENDING WatchEventKind = 1
+	// `round_left_pending`: a round left the pending status.
+	WatchEventKind_WATCH_EVENT_KIND_ROUND_LEFT_PENDING WatchEventKind = 2
+	// `execution_finished`: an execution finished.
+	WatchEventKind_WATCH_EVENT_KIND_EXECUTION_FINISHED WatchEventKind = 3
+)
+
+// Enum value maps for WatchEventKind.
+var (
+	WatchEventKind_name = map[int32]string{
+		0: "WATCH_EVENT_KIND_UNSPECIFIED",
+		1: "WATCH_EVENT_KIND_ROUND_PENDING",
+		2: "WATCH_EVENT_KIND_ROUND_LEFT_PENDING",
+		3: "WATCH_EVENT_KIND_EXECUTION_FINISHED",
+	}
+	WatchEventKind_value = map[string]int32{
+		"WATCH_EVENT_KIND_UNSPECIFIED":        0,
+		"WATCH_EVENT_KIND_ROUND_PENDING":      1,
+		"WATCH_EVENT_KIND_ROUND_LEFT_PENDING": 2,
+		"WATCH_EVENT_KIND_EXECUTION_FINISHED": 3,
+	}
+)
+
+func (x WatchEventKind) Enum() *WatchEventKind {
+	p := new(WatchEventKind)
+	*p = x
+	return p
+}
+
+func (x WatchEventKind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (WatchEventKind) Descriptor() protoreflect.EnumDescriptor {
+	return file_m3_v1_execution_service_proto_enumTypes[0].Descriptor()
+}
+
+func (WatchEventKind) Type() protoreflect.EnumType {
+	return &file_m3_v1_execution_service_proto_enumTypes[0]
+}
+
+func (x WatchEventKind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use WatchEventKind.Descriptor instead.
+func (WatchEventKind) EnumDescriptor() ([]byte, []int) {
+	return file_m3_v1_execution_service_proto_rawDescGZIP(), []int{0}
+}
+
 // How the service reaches a binding's MCP server.
 type ServerTransport int32
 
@@ -60,11 +119,11 @@ func (x ServerTransport) String() string {
 }
 
 func (ServerTransport) Descriptor() protoreflect.EnumDescriptor {
-	return file_m3_v1_execution_service_proto_enumTypes[0].Descriptor()
+	return file_m3_v1_execution_service_proto_enumTypes[1].Descriptor()
 }
 
 func (ServerTransport) Type() protoreflect.EnumType {
-	return &file_m3_v1_execution_service_proto_enumTypes[0]
+	return &file_m3_v1_execution_service_proto_enumTypes[1]
 }
 
 func (x ServerTransport) Number() protoreflect.EnumNumber {
@@ -73,7 +132,7 @@ func (x ServerTransport) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ServerTransport.Descriptor instead.
 func (ServerTransport) EnumDescriptor() ([]byte, []int) {
-	return file_m3_v1_execution_service_proto_rawDescGZIP(), []int{0}
+	return file_m3_v1_execution_service_proto_rawDescGZIP(), []int{1}
 }
 
 // Which MCP protocol generation a binding uses.
@@ -117,11 +176,11 @@ func (x ProtocolGeneration) String() string {
 }
 
 func (ProtocolGeneration) Descriptor() protoreflect.EnumDescriptor {
-	return file_m3_v1_execution_service_proto_enumTypes[1].Descriptor()
+	return file_m3_v1_execution_service_proto_enumTypes[2].Descriptor()
 }
 
 func (ProtocolGeneration) Type() protoreflect.EnumType {
-	return &file_m3_v1_execution_service_proto_enumTypes[1]
+	return &file_m3_v1_execution_service_proto_enumTypes[2]
 }
 
 func (x ProtocolGeneration) Number() protoreflect.EnumNumber {
@@ -130,7 +189,7 @@ func (x ProtocolGeneration) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ProtocolGeneration.Descriptor instead.
 func (ProtocolGeneration) EnumDescriptor() ([]byte, []int) {
-	return file_m3_v1_execution_service_proto_rawDescGZIP(), []int{1}
+	return file_m3_v1_execution_service_proto_rawDescGZIP(), []int{2}
 }
 
 // Request message for ExecutionService.Submit.
@@ -610,7 +669,16 @@ type WatchPendingRequest struct {
 	// start with every round pending now, then live events. Cursors are opaque:
 	// do not parse or build them. A cursor from a stream with an
 	// `execution_id` filter may only be used with the same filter.
-	Cursor        string `protobuf:"bytes,2,opt,name=cursor,proto3" json:"cursor,omitempty"`
+	Cursor string `protobuf:"bytes,2,opt,name=cursor,proto3" json:"cursor,omitempty"`
+	// Optional. Only send events of these kinds (repeats are ignored). Empty:
+	// every kind. Without ROUND_PENDING a stream without a cursor sends no
+	// opening snapshot either. Events of other kinds are skipped, not queued: a
+	// cursor marks a position in the event log, so a stream resumed from it
+	// with other kinds starts right after that event whatever its kinds were.
+	// A stream with an `execution_id` still ends after that execution finishes,
+	// even without EXECUTION_FINISHED. UNSPECIFIED or an unknown kind:
+	// INVALID_ARGUMENT.
+	Kinds         []WatchEventKind `protobuf:"varint,3,rep,packed,name=kinds,proto3,enum=m3.v1.WatchEventKind" json:"kinds,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -657,6 +725,13 @@ func (x *WatchPendingRequest) GetCursor() string {
 		return x.Cursor
 	}
 	return ""
+}
+
+func (x *WatchPendingRequest) GetKinds() []WatchEventKind {
+	if x != nil {
+		return x.Kinds
+	}
+	return nil
 }
 
 // Response message for ExecutionService.WatchPending: one event.
@@ -1199,10 +1274,11 @@ const file_m3_v1_execution_service_proto_rawDesc = "" +
 	"\n" +
 	"request_id\x18\x02 \x01(\tR\trequestId\"=\n" +
 	"\x0eCancelResponse\x12+\n" +
-	"\x05state\x18\x01 \x01(\v2\x15.m3.v1.ExecutionStateR\x05state\"P\n" +
+	"\x05state\x18\x01 \x01(\v2\x15.m3.v1.ExecutionStateR\x05state\"}\n" +
 	"\x13WatchPendingRequest\x12!\n" +
 	"\fexecution_id\x18\x01 \x01(\tR\vexecutionId\x12\x16\n" +
-	"\x06cursor\x18\x02 \x01(\tR\x06cursor\"\x8f\x02\n" +
+	"\x06cursor\x18\x02 \x01(\tR\x06cursor\x12+\n" +
+	"\x05kinds\x18\x03 \x03(\x0e2\x15.m3.v1.WatchEventKindR\x05kinds\"\x8f\x02\n" +
 	"\x14WatchPendingResponse\x12\x16\n" +
 	"\x06cursor\x18\x01 \x01(\tR\x06cursor\x12E\n" +
 	"\rround_pending\x18\x02 \x01(\v2\x1e.m3.v1.PendingElicitationRoundH\x00R\froundPending\x12G\n" +
@@ -1234,7 +1310,12 @@ const file_m3_v1_execution_service_proto_rawDesc = "" +
 	"\finput_schema\x18\x04 \x01(\v2\x17.google.protobuf.StructR\vinputSchema\";\n" +
 	"\vServerError\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\tR\x04code\x12\x18\n" +
-	"\amessage\x18\x02 \x01(\tR\amessage*u\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage*\xa8\x01\n" +
+	"\x0eWatchEventKind\x12 \n" +
+	"\x1cWATCH_EVENT_KIND_UNSPECIFIED\x10\x00\x12\"\n" +
+	"\x1eWATCH_EVENT_KIND_ROUND_PENDING\x10\x01\x12'\n" +
+	"#WATCH_EVENT_KIND_ROUND_LEFT_PENDING\x10\x02\x12'\n" +
+	"#WATCH_EVENT_KIND_EXECUTION_FINISHED\x10\x03*u\n" +
 	"\x0fServerTransport\x12 \n" +
 	"\x1cSERVER_TRANSPORT_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16SERVER_TRANSPORT_STDIO\x10\x01\x12$\n" +
@@ -1265,73 +1346,75 @@ func file_m3_v1_execution_service_proto_rawDescGZIP() []byte {
 	return file_m3_v1_execution_service_proto_rawDescData
 }
 
-var file_m3_v1_execution_service_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_m3_v1_execution_service_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
 var file_m3_v1_execution_service_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_m3_v1_execution_service_proto_goTypes = []any{
-	(ServerTransport)(0),            // 0: m3.v1.ServerTransport
-	(ProtocolGeneration)(0),         // 1: m3.v1.ProtocolGeneration
-	(*SubmitRequest)(nil),           // 2: m3.v1.SubmitRequest
-	(*SubmitResponse)(nil),          // 3: m3.v1.SubmitResponse
-	(*SnapshotRequest)(nil),         // 4: m3.v1.SnapshotRequest
-	(*SnapshotResponse)(nil),        // 5: m3.v1.SnapshotResponse
-	(*ResultRequest)(nil),           // 6: m3.v1.ResultRequest
-	(*ResultResponse)(nil),          // 7: m3.v1.ResultResponse
-	(*CancelRequest)(nil),           // 8: m3.v1.CancelRequest
-	(*CancelResponse)(nil),          // 9: m3.v1.CancelResponse
-	(*WatchPendingRequest)(nil),     // 10: m3.v1.WatchPendingRequest
-	(*WatchPendingResponse)(nil),    // 11: m3.v1.WatchPendingResponse
-	(*RoundLeftPending)(nil),        // 12: m3.v1.RoundLeftPending
-	(*ListServersRequest)(nil),      // 13: m3.v1.ListServersRequest
-	(*ListServersResponse)(nil),     // 14: m3.v1.ListServersResponse
-	(*ServerInfo)(nil),              // 15: m3.v1.ServerInfo
-	(*ToolInfo)(nil),                // 16: m3.v1.ToolInfo
-	(*ServerError)(nil),             // 17: m3.v1.ServerError
-	(*AgentSpec)(nil),               // 18: m3.v1.AgentSpec
-	(*OperationSpec)(nil),           // 19: m3.v1.OperationSpec
-	(HumanInput)(0),                 // 20: m3.v1.HumanInput
-	(*ExecutionState)(nil),          // 21: m3.v1.ExecutionState
-	(*durationpb.Duration)(nil),     // 22: google.protobuf.Duration
-	(*ExecutionResult)(nil),         // 23: m3.v1.ExecutionResult
-	(*PendingElicitationRound)(nil), // 24: m3.v1.PendingElicitationRound
-	(ManagedInputStatus)(0),         // 25: m3.v1.ManagedInputStatus
-	(*structpb.Struct)(nil),         // 26: google.protobuf.Struct
+	(WatchEventKind)(0),             // 0: m3.v1.WatchEventKind
+	(ServerTransport)(0),            // 1: m3.v1.ServerTransport
+	(ProtocolGeneration)(0),         // 2: m3.v1.ProtocolGeneration
+	(*SubmitRequest)(nil),           // 3: m3.v1.SubmitRequest
+	(*SubmitResponse)(nil),          // 4: m3.v1.SubmitResponse
+	(*SnapshotRequest)(nil),         // 5: m3.v1.SnapshotRequest
+	(*SnapshotResponse)(nil),        // 6: m3.v1.SnapshotResponse
+	(*ResultRequest)(nil),           // 7: m3.v1.ResultRequest
+	(*ResultResponse)(nil),          // 8: m3.v1.ResultResponse
+	(*CancelRequest)(nil),           // 9: m3.v1.CancelRequest
+	(*CancelResponse)(nil),          // 10: m3.v1.CancelResponse
+	(*WatchPendingRequest)(nil),     // 11: m3.v1.WatchPendingRequest
+	(*WatchPendingResponse)(nil),    // 12: m3.v1.WatchPendingResponse
+	(*RoundLeftPending)(nil),        // 13: m3.v1.RoundLeftPending
+	(*ListServersRequest)(nil),      // 14: m3.v1.ListServersRequest
+	(*ListServersResponse)(nil),     // 15: m3.v1.ListServersResponse
+	(*ServerInfo)(nil),              // 16: m3.v1.ServerInfo
+	(*ToolInfo)(nil),                // 17: m3.v1.ToolInfo
+	(*ServerError)(nil),             // 18: m3.v1.ServerError
+	(*AgentSpec)(nil),               // 19: m3.v1.AgentSpec
+	(*OperationSpec)(nil),           // 20: m3.v1.OperationSpec
+	(HumanInput)(0),                 // 21: m3.v1.HumanInput
+	(*ExecutionState)(nil),          // 22: m3.v1.ExecutionState
+	(*durationpb.Duration)(nil),     // 23: google.protobuf.Duration
+	(*ExecutionResult)(nil),         // 24: m3.v1.ExecutionResult
+	(*PendingElicitationRound)(nil), // 25: m3.v1.PendingElicitationRound
+	(ManagedInputStatus)(0),         // 26: m3.v1.ManagedInputStatus
+	(*structpb.Struct)(nil),         // 27: google.protobuf.Struct
 }
 var file_m3_v1_execution_service_proto_depIdxs = []int32{
-	18, // 0: m3.v1.SubmitRequest.agent:type_name -> m3.v1.AgentSpec
-	19, // 1: m3.v1.SubmitRequest.operation:type_name -> m3.v1.OperationSpec
-	20, // 2: m3.v1.SubmitRequest.human_input:type_name -> m3.v1.HumanInput
-	21, // 3: m3.v1.SubmitResponse.state:type_name -> m3.v1.ExecutionState
-	21, // 4: m3.v1.SnapshotResponse.state:type_name -> m3.v1.ExecutionState
-	22, // 5: m3.v1.ResultRequest.timeout:type_name -> google.protobuf.Duration
-	23, // 6: m3.v1.ResultResponse.result:type_name -> m3.v1.ExecutionResult
-	21, // 7: m3.v1.CancelResponse.state:type_name -> m3.v1.ExecutionState
-	24, // 8: m3.v1.WatchPendingResponse.round_pending:type_name -> m3.v1.PendingElicitationRound
-	12, // 9: m3.v1.WatchPendingResponse.round_left_pending:type_name -> m3.v1.RoundLeftPending
-	21, // 10: m3.v1.WatchPendingResponse.execution_finished:type_name -> m3.v1.ExecutionState
-	25, // 11: m3.v1.RoundLeftPending.status:type_name -> m3.v1.ManagedInputStatus
-	15, // 12: m3.v1.ListServersResponse.servers:type_name -> m3.v1.ServerInfo
-	0,  // 13: m3.v1.ServerInfo.transport:type_name -> m3.v1.ServerTransport
-	1,  // 14: m3.v1.ServerInfo.protocol:type_name -> m3.v1.ProtocolGeneration
-	16, // 15: m3.v1.ServerInfo.tools:type_name -> m3.v1.ToolInfo
-	17, // 16: m3.v1.ServerInfo.tools_error:type_name -> m3.v1.ServerError
-	26, // 17: m3.v1.ToolInfo.input_schema:type_name -> google.protobuf.Struct
-	2,  // 18: m3.v1.ExecutionService.Submit:input_type -> m3.v1.SubmitRequest
-	4,  // 19: m3.v1.ExecutionService.Snapshot:input_type -> m3.v1.SnapshotRequest
-	6,  // 20: m3.v1.ExecutionService.Result:input_type -> m3.v1.ResultRequest
-	8,  // 21: m3.v1.ExecutionService.Cancel:input_type -> m3.v1.CancelRequest
-	10, // 22: m3.v1.ExecutionService.WatchPending:input_type -> m3.v1.WatchPendingRequest
-	13, // 23: m3.v1.ExecutionService.ListServers:input_type -> m3.v1.ListServersRequest
-	3,  // 24: m3.v1.ExecutionService.Submit:output_type -> m3.v1.SubmitResponse
-	5,  // 25: m3.v1.ExecutionService.Snapshot:output_type -> m3.v1.SnapshotResponse
-	7,  // 26: m3.v1.ExecutionService.Result:output_type -> m3.v1.ResultResponse
-	9,  // 27: m3.v1.ExecutionService.Cancel:output_type -> m3.v1.CancelResponse
-	11, // 28: m3.v1.ExecutionService.WatchPending:output_type -> m3.v1.WatchPendingResponse
-	14, // 29: m3.v1.ExecutionService.ListServers:output_type -> m3.v1.ListServersResponse
-	24, // [24:30] is the sub-list for method output_type
-	18, // [18:24] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	19, // 0: m3.v1.SubmitRequest.agent:type_name -> m3.v1.AgentSpec
+	20, // 1: m3.v1.SubmitRequest.operation:type_name -> m3.v1.OperationSpec
+	21, // 2: m3.v1.SubmitRequest.human_input:type_name -> m3.v1.HumanInput
+	22, // 3: m3.v1.SubmitResponse.state:type_name -> m3.v1.ExecutionState
+	22, // 4: m3.v1.SnapshotResponse.state:type_name -> m3.v1.ExecutionState
+	23, // 5: m3.v1.ResultRequest.timeout:type_name -> google.protobuf.Duration
+	24, // 6: m3.v1.ResultResponse.result:type_name -> m3.v1.ExecutionResult
+	22, // 7: m3.v1.CancelResponse.state:type_name -> m3.v1.ExecutionState
+	0,  // 8: m3.v1.WatchPendingRequest.kinds:type_name -> m3.v1.WatchEventKind
+	25, // 9: m3.v1.WatchPendingResponse.round_pending:type_name -> m3.v1.PendingElicitationRound
+	13, // 10: m3.v1.WatchPendingResponse.round_left_pending:type_name -> m3.v1.RoundLeftPending
+	22, // 11: m3.v1.WatchPendingResponse.execution_finished:type_name -> m3.v1.ExecutionState
+	26, // 12: m3.v1.RoundLeftPending.status:type_name -> m3.v1.ManagedInputStatus
+	16, // 13: m3.v1.ListServersResponse.servers:type_name -> m3.v1.ServerInfo
+	1,  // 14: m3.v1.ServerInfo.transport:type_name -> m3.v1.ServerTransport
+	2,  // 15: m3.v1.ServerInfo.protocol:type_name -> m3.v1.ProtocolGeneration
+	17, // 16: m3.v1.ServerInfo.tools:type_name -> m3.v1.ToolInfo
+	18, // 17: m3.v1.ServerInfo.tools_error:type_name -> m3.v1.ServerError
+	27, // 18: m3.v1.ToolInfo.input_schema:type_name -> google.protobuf.Struct
+	3,  // 19: m3.v1.ExecutionService.Submit:input_type -> m3.v1.SubmitRequest
+	5,  // 20: m3.v1.ExecutionService.Snapshot:input_type -> m3.v1.SnapshotRequest
+	7,  // 21: m3.v1.ExecutionService.Result:input_type -> m3.v1.ResultRequest
+	9,  // 22: m3.v1.ExecutionService.Cancel:input_type -> m3.v1.CancelRequest
+	11, // 23: m3.v1.ExecutionService.WatchPending:input_type -> m3.v1.WatchPendingRequest
+	14, // 24: m3.v1.ExecutionService.ListServers:input_type -> m3.v1.ListServersRequest
+	4,  // 25: m3.v1.ExecutionService.Submit:output_type -> m3.v1.SubmitResponse
+	6,  // 26: m3.v1.ExecutionService.Snapshot:output_type -> m3.v1.SnapshotResponse
+	8,  // 27: m3.v1.ExecutionService.Result:output_type -> m3.v1.ResultResponse
+	10, // 28: m3.v1.ExecutionService.Cancel:output_type -> m3.v1.CancelResponse
+	12, // 29: m3.v1.ExecutionService.WatchPending:output_type -> m3.v1.WatchPendingResponse
+	15, // 30: m3.v1.ExecutionService.ListServers:output_type -> m3.v1.ListServersResponse
+	25, // [25:31] is the sub-list for method output_type
+	19, // [19:25] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_m3_v1_execution_service_proto_init() }
@@ -1355,7 +1438,7 @@ func file_m3_v1_execution_service_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_m3_v1_execution_service_proto_rawDesc), len(file_m3_v1_execution_service_proto_rawDesc)),
-			NumEnums:      2,
+			NumEnums:      3,
 			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   1,

@@ -28,7 +28,7 @@ from m3grpc.wire.gen.m3.v1 import elicitation_pb2 as m3_dot_v1_dot_elicitation__
 from m3grpc.wire.gen.m3.v1 import execution_pb2 as m3_dot_v1_dot_execution__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dm3/v1/execution_service.proto\x12\x05m3.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x17m3/v1/elicitation.proto\x1a\x15m3/v1/execution.proto\"\xca\x01\n\rSubmitRequest\x12(\n\x05\x61gent\x18\x01 \x01(\x0b\x32\x10.m3.v1.AgentSpecH\x00R\x05\x61gent\x12\x34\n\toperation\x18\x02 \x01(\x0b\x32\x14.m3.v1.OperationSpecH\x00R\toperation\x12\x32\n\x0bhuman_input\x18\x03 \x01(\x0e\x32\x11.m3.v1.HumanInputR\nhumanInput\x12\x1d\n\nrequest_id\x18\x04 \x01(\tR\trequestIdB\x06\n\x04spec\"`\n\x0eSubmitResponse\x12!\n\x0c\x65xecution_id\x18\x01 \x01(\tR\x0b\x65xecutionId\x12+\n\x05state\x18\x02 \x01(\x0b\x32\x15.m3.v1.ExecutionStateR\x05state\"4\n\x0fSnapshotRequest\x12!\n\x0c\x65xecution_id\x18\x01 \x01(\tR\x0b\x65xecutionId\"?\n\x10SnapshotResponse\x12+\n\x05state\x18\x01 \x01(\x0b\x32\x15.m3.v1.ExecutionStateR\x05state\"g\n\rResultRequest\x12!\n\x0c\x65xecution_id\x18\x01 \x01(\tR\x0b\x65xecutionId\x12\x33\n\x07timeout\x18\x02 \x01(\x0b\x32\x19.google.protobuf.DurationR\x07timeout\"@\n\x0eResultResponse\x12.\n\x06result\x18\x01 \x01(\x0b\x32\x16.m3.v1.ExecutionResultR\x06result\"Q\n\rCancelRequest\x12!\n\x0c\x65xecution_id\x18\x01 \x01(\tR\x0b\x65xecutionId\x12\x1d\n\nrequest_id\x18\x02 \x01(\tR\trequestId\"=\n\x0e\x43\x61ncelResponse\x12+\n\x05state\x18\x01 \x01(\x0b\x32\x15.m3.v1.ExecutionStateR\x05state\"P\n\x13WatchPendingRequest\x12!\n\x0c\x65xecution_id\x18\x01 \x01(\tR\x0b\x65xecutionId\x12\x16\n\x06\x63ursor\x18\x02 \x01(\tR\x06\x63ursor\"\x8f\x02\n\x14WatchPendingResponse\x12\x16\n\x06\x63ursor\x18\x01 \x01(\tR\x06\x63ursor\x12\x45\n\rround_pending\x18\x02 \x01(\x0b\x32\x1e.m3.v1.PendingElicitationRoundH\x00R\x0croundPending\x12G\n\x12round_left_pending\x18\x03 \x01(\x0b\x32\x17.m3.v1.RoundLeftPendingH\x00R\x10roundLeftPending\x12\x46\n\x12\x65xecution_finished\x18\x04 \x01(\x0b\x32\x15.m3.v1.ExecutionStateH\x00R\x11\x65xecutionFinishedB\x07\n\x05\x65vent\"\x83\x01\n\x10RoundLeftPending\x12\x19\n\x08round_id\x18\x01 \x01(\tR\x07roundId\x12!\n\x0c\x65xecution_id\x18\x02 \x01(\tR\x0b\x65xecutionId\x12\x31\n\x06status\x18\x03 \x01(\x0e\x32\x19.m3.v1.ManagedInputStatusR\x06status\"O\n\x12ListServersRequest\x12\x14\n\x05names\x18\x01 \x03(\tR\x05names\x12#\n\rinclude_tools\x18\x02 \x01(\x08R\x0cincludeTools\"B\n\x13ListServersResponse\x12+\n\x07servers\x18\x01 \x03(\x0b\x32\x11.m3.v1.ServerInfoR\x07servers\"\xa9\x02\n\nServerInfo\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12\x34\n\ttransport\x18\x02 \x01(\x0e\x32\x16.m3.v1.ServerTransportR\ttransport\x12\x35\n\x08protocol\x18\x03 \x01(\x0e\x32\x19.m3.v1.ProtocolGenerationR\x08protocol\x12>\n\x1bnegotiated_protocol_version\x18\x04 \x01(\tR\x19negotiatedProtocolVersion\x12%\n\x05tools\x18\x05 \x03(\x0b\x32\x0f.m3.v1.ToolInfoR\x05tools\x12\x33\n\x0btools_error\x18\x06 \x01(\x0b\x32\x12.m3.v1.ServerErrorR\ntoolsError\"\x92\x01\n\x08ToolInfo\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n\x05title\x18\x02 \x01(\tR\x05title\x12 \n\x0b\x64\x65scription\x18\x03 \x01(\tR\x0b\x64\x65scription\x12:\n\x0cinput_schema\x18\x04 \x01(\x0b\x32\x17.google.protobuf.StructR\x0binputSchema\";\n\x0bServerError\x12\x12\n\x04\x63ode\x18\x01 \x01(\tR\x04\x63ode\x12\x18\n\x07message\x18\x02 \x01(\tR\x07message*u\n\x0fServerTransport\x12 \n\x1cSERVER_TRANSPORT_UNSPECIFIED\x10\x00\x12\x1a\n\x16SERVER_TRANSPORT_STDIO\x10\x01\x12$\n SERVER_TRANSPORT_STREAMABLE_HTTP\x10\x02*\xa1\x01\n\x12ProtocolGeneration\x12#\n\x1fPROTOCOL_GENERATION_UNSPECIFIED\x10\x00\x12\x1c\n\x18PROTOCOL_GENERATION_AUTO\x10\x01\x12\x1e\n\x1aPROTOCOL_GENERATION_LEGACY\x10\x02\x12(\n$PROTOCOL_GENERATION_MULTI_ROUND_TRIP\x10\x03\x32\x85\x03\n\x10\x45xecutionService\x12\x35\n\x06Submit\x12\x14.m3.v1.SubmitRequest\x1a\x15.m3.v1.SubmitResponse\x12;\n\x08Snapshot\x12\x16.m3.v1.SnapshotRequest\x1a\x17.m3.v1.SnapshotResponse\x12\x35\n\x06Result\x12\x14.m3.v1.ResultRequest\x1a\x15.m3.v1.ResultResponse\x12\x35\n\x06\x43\x61ncel\x12\x14.m3.v1.CancelRequest\x1a\x15.m3.v1.CancelResponse\x12I\n\x0cWatchPending\x12\x1a.m3.v1.WatchPendingRequest\x1a\x1b.m3.v1.WatchPendingResponse0\x01\x12\x44\n\x0bListServers\x12\x19.m3.v1.ListServersRequest\x1a\x1a.m3.v1.ListServersResponseB\x8b\x01\n\tcom.m3.v1B\x15\x45xecutionServiceProtoP\x01Z2github.com/m3grpc/m3grpc/clients/go/gen/m3/v1;m3v1\xa2\x02\x03MXX\xaa\x02\x05M3.V1\xca\x02\x05M3\\V1\xe2\x02\x11M3\\V1\\GPBMetadata\xea\x02\x06M3::V1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dm3/v1/execution_service.proto\x12\x05m3.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x17m3/v1/elicitation.proto\x1a\x15m3/v1/execution.proto\"\xca\x01\n\rSubmitRequest\x12(\n\x05\x61gent\x18\x01 \x01(\x0b\x32\x10.m3.v1.AgentSpecH\x00R\x05\x61gent\x12\x34\n\toperation\x18\x02 \x01(\x0b\x32\x14.m3.v1.OperationSpecH\x00R\toperation\x12\x32\n\x0bhuman_input\x18\x03 \x01(\x0e\x32\x11.m3.v1.HumanInputR\nhumanInput\x12\x1d\n\nrequest_id\x18\x04 \x01(\tR\trequestIdB\x06\n\x04spec\"`\n\x0eSubmitResponse\x12!\n\x0c\x65xecution_id\x18\x01 \x01(\tR\x0b\x65xecutionId\x12+\n\x05state\x18\x02 \x01(\x0b\x32\x15.m3.v1.ExecutionStateR\x05state\"4\n\x0fSnapshotRequest\x12!\n\x0c\x65xecution_id\x18\x01 \x01(\tR\x0b\x65xecutionId\"?\n\x10SnapshotResponse\x12+\n\x05state\x18\x01 \x01(\x0b\x32\x15.m3.v1.ExecutionStateR\x05state\"g\n\rResultRequest\x12!\n\x0c\x65xecution_id\x18\x01 \x01(\tR\x0b\x65xecutionId\x12\x33\n\x07timeout\x18\x02 \x01(\x0b\x32\x19.google.protobuf.DurationR\x07timeout\"@\n\x0eResultResponse\x12.\n\x06result\x18\x01 \x01(\x0b\x32\x16.m3.v1.ExecutionResultR\x06result\"Q\n\rCancelRequest\x12!\n\x0c\x65xecution_id\x18\x01 \x01(\tR\x0b\x65xecutionId\x12\x1d\n\nrequest_id\x18\x02 \x01(\tR\trequestId\"=\n\x0e\x43\x61ncelResponse\x12+\n\x05state\x18\x01 \x01(\x0b\x32\x15.m3.v1.ExecutionStateR\x05state\"}\n\x13WatchPendingRequest\x12!\n\x0c\x65xecution_id\x18\x01 \x01(\tR\x0b\x65xecutionId\x12\x16\n\x06\x63ursor\x18\x02 \x01(\tR\x06\x63ursor\x12+\n\x05kinds\x18\x03 \x03(\x0e\x32\x15.m3.v1.WatchEventKindR\x05kinds\"\x8f\x02\n\x14WatchPendingResponse\x12\x16\n\x06\x63ursor\x18\x01 \x01(\tR\x06\x63ursor\x12\x45\n\rround_pending\x18\x02 \x01(\x0b\x32\x1e.m3.v1.PendingElicitationRoundH\x00R\x0croundPending\x12G\n\x12round_left_pending\x18\x03 \x01(\x0b\x32\x17.m3.v1.RoundLeftPendingH\x00R\x10roundLeftPending\x12\x46\n\x12\x65xecution_finished\x18\x04 \x01(\x0b\x32\x15.m3.v1.ExecutionStateH\x00R\x11\x65xecutionFinishedB\x07\n\x05\x65vent\"\x83\x01\n\x10RoundLeftPending\x12\x19\n\x08round_id\x18\x01 \x01(\tR\x07roundId\x12!\n\x0c\x65xecution_id\x18\x02 \x01(\tR\x0b\x65xecutionId\x12\x31\n\x06status\x18\x03 \x01(\x0e\x32\x19.m3.v1.ManagedInputStatusR\x06status\"O\n\x12ListServersRequest\x12\x14\n\x05names\x18\x01 \x03(\tR\x05names\x12#\n\rinclude_tools\x18\x02 \x01(\x08R\x0cincludeTools\"B\n\x13ListServersResponse\x12+\n\x07servers\x18\x01 \x03(\x0b\x32\x11.m3.v1.ServerInfoR\x07servers\"\xa9\x02\n\nServerInfo\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12\x34\n\ttransport\x18\x02 \x01(\x0e\x32\x16.m3.v1.ServerTransportR\ttransport\x12\x35\n\x08protocol\x18\x03 \x01(\x0e\x32\x19.m3.v1.ProtocolGenerationR\x08protocol\x12>\n\x1bnegotiated_protocol_version\x18\x04 \x01(\tR\x19negotiatedProtocolVersion\x12%\n\x05tools\x18\x05 \x03(\x0b\x32\x0f.m3.v1.ToolInfoR\x05tools\x12\x33\n\x0btools_error\x18\x06 \x01(\x0b\x32\x12.m3.v1.ServerErrorR\ntoolsError\"\x92\x01\n\x08ToolInfo\x12\x12\n\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n\x05title\x18\x02 \x01(\tR\x05title\x12 \n\x0b\x64\x65scription\x18\x03 \x01(\tR\x0b\x64\x65scription\x12:\n\x0cinput_schema\x18\x04 \x01(\x0b\x32\x17.google.protobuf.StructR\x0binputSchema\";\n\x0bServerError\x12\x12\n\x04\x63ode\x18\x01 \x01(\tR\x04\x63ode\x12\x18\n\x07message\x18\x02 \x01(\tR\x07message*\xa8\x01\n\x0eWatchEventKind\x12 \n\x1cWATCH_EVENT_KIND_UNSPECIFIED\x10\x00\x12\"\n\x1eWATCH_EVENT_KIND_ROUND_PENDING\x10\x01\x12\'\n#WATCH_EVENT_KIND_ROUND_LEFT_PENDING\x10\x02\x12\'\n#WATCH_EVENT_KIND_EXECUTION_FINISHED\x10\x03*u\n\x0fServerTransport\x12 \n\x1cSERVER_TRANSPORT_UNSPECIFIED\x10\x00\x12\x1a\n\x16SERVER_TRANSPORT_STDIO\x10\x01\x12$\n SERVER_TRANSPORT_STREAMABLE_HTTP\x10\x02*\xa1\x01\n\x12ProtocolGeneration\x12#\n\x1fPROTOCOL_GENERATION_UNSPECIFIED\x10\x00\x12\x1c\n\x18PROTOCOL_GENERATION_AUTO\x10\x01\x12\x1e\n\x1aPROTOCOL_GENERATION_LEGACY\x10\x02\x12(\n$PROTOCOL_GENERATION_MULTI_ROUND_TRIP\x10\x03\x32\x85\x03\n\x10\x45xecutionService\x12\x35\n\x06Submit\x12\x14.m3.v1.SubmitRequest\x1a\x15.m3.v1.SubmitResponse\x12;\n\x08Snapshot\x12\x16.m3.v1.SnapshotRequest\x1a\x17.m3.v1.SnapshotResponse\x12\x35\n\x06Result\x12\x14.m3.v1.ResultRequest\x1a\x15.m3.v1.ResultResponse\x12\x35\n\x06\x43\x61ncel\x12\x14.m3.v1.CancelRequest\x1a\x15.m3.v1.CancelResponse\x12I\n\x0cWatchPending\x12\x1a.m3.v1.WatchPendingRequest\x1a\x1b.m3.v1.WatchPendingResponse0\x01\x12\x44\n\x0bListServers\x12\x19.m3.v1.ListServersRequest\x1a\x1a.m3.v1.ListServersResponseB\x8b\x01\n\tcom.m3.v1B\x15\x45xecutionServiceProtoP\x01Z2github.com/m3grpc/m3grpc/clients/go/gen/m3/v1;m3v1\xa2\x02\x03MXX\xaa\x02\x05M3.V1\xca\x02\x05M3\\V1\xe2\x02\x11M3\\V1\\GPBMetadata\xea\x02\x06M3::V1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -36,10 +36,12 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'm3.v1.execution_service_pb2
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'\n\tcom.m3.v1B\025ExecutionServiceProtoP\001Z2github.com/m3grpc/m3grpc/clients/go/gen/m3/v1;m3v1\242\002\003MXX\252\002\005M3.V1\312\002\005M3\\V1\342\002\021M3\\V1\\GPBMetadata\352\002\006M3::V1'
-  _globals['_SERVERTRANSPORT']._serialized_start=2038
-  _globals['_SERVERTRANSPORT']._serialized_end=2155
-  _globals['_PROTOCOLGENERATION']._serialized_start=2158
-  _globals['_PROTOCOLGENERATION']._serialized_end=2319
+  _globals['_WATCHEVENTKIND']._serialized_start=2084
+  _globals['_WATCHEVENTKIND']._serialized_end=2252
+  _globals['_SERVERTRANSPORT']._serialized_start=2254
+  _globals['_SERVERTRANSPORT']._serialized_end=2371
+  _globals['_PROTOCOLGENERATION']._serialized_start=2374
+  _globals['_PROTOCOLGENERATION']._serialized_end=2535
   _globals['_SUBMITREQUEST']._serialized_start=151
   _globals['_SUBMITREQUEST']._serialized_end=353
   _globals['_SUBMITRESPONSE']._serialized_start=355
@@ -57,21 +59,21 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_CANCELRESPONSE']._serialized_start=826
   _globals['_CANCELRESPONSE']._serialized_end=887
   _globals['_WATCHPENDINGREQUEST']._serialized_start=889
-  _globals['_WATCHPENDINGREQUEST']._serialized_end=969
-  _globals['_WATCHPENDINGRESPONSE']._serialized_start=972
-  _globals['_WATCHPENDINGRESPONSE']._serialized_end=1243
-  _globals['_ROUNDLEFTPENDING']._serialized_start=1246
-  _globals['_ROUNDLEFTPENDING']._serialized_end=1377
-  _globals['_LISTSERVERSREQUEST']._serialized_start=1379
-  _globals['_LISTSERVERSREQUEST']._serialized_end=1458
-  _globals['_LISTSERVERSRESPONSE']._serialized_start=1460
-  _globals['_LISTSERVERSRESPONSE']._serialized_end=1526
-  _globals['_SERVERINFO']._serialized_start=1529
-  _globals['_SERVERINFO']._serialized_end=1826
-  _globals['_TOOLINFO']._serialized_start=1829
-  _globals['_TOOLINFO']._serialized_end=1975
-  _globals['_SERVERERROR']._serialized_start=1977
-  _globals['_SERVERERROR']._serialized_end=2036
-  _globals['_EXECUTIONSERVICE']._serialized_start=2322
-  _globals['_EXECUTIONSERVICE']._serialized_end=2711
+  _globals['_WATCHPENDINGREQUEST']._serialized_end=1014
+  _globals['_WATCHPENDINGRESPONSE']._serialized_start=1017
+  _globals['_WATCHPENDINGRESPONSE']._serialized_end=1288
+  _globals['_ROUNDLEFTPENDING']._serialized_start=1291
+  _globals['_ROUNDLEFTPENDING']._serialized_end=1422
+  _globals['_LISTSERVERSREQUEST']._serialized_start=1424
+  _globals['_LISTSERVERSREQUEST']._serialized_end=1503
+  _globals['_LISTSERVERSRESPONSE']._serialized_start=1505
+  _globals['_LISTSERVERSRESPONSE']._serialized_end=1571
+  _globals['_SERVERINFO']._serialized_start=1574
+  _globals['_SERVERINFO']._serialized_end=1871
+  _globals['_TOOLINFO']._serialized_start=1874
+  _globals['_TOOLINFO']._serialized_end=2020
+  _globals['_SERVERERROR']._serialized_start=2022
+  _globals['_SERVERERROR']._serialized_end=2081
+  _globals['_EXECUTIONSERVICE']._serialized_start=2538
+  _globals['_EXECUTIONSERVICE']._serialized_end=2927
 # @@protoc_insertion_point(module_scope)

@@ -13,6 +13,13 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class WatchEventKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    WATCH_EVENT_KIND_UNSPECIFIED: _ClassVar[WatchEventKind]
+    WATCH_EVENT_KIND_ROUND_PENDING: _ClassVar[WatchEventKind]
+    WATCH_EVENT_KIND_ROUND_LEFT_PENDING: _ClassVar[WatchEventKind]
+    WATCH_EVENT_KIND_EXECUTION_FINISHED: _ClassVar[WatchEventKind]
+
 class ServerTransport(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     SERVER_TRANSPORT_UNSPECIFIED: _ClassVar[ServerTransport]
@@ -25,6 +32,10 @@ class ProtocolGeneration(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     PROTOCOL_GENERATION_AUTO: _ClassVar[ProtocolGeneration]
     PROTOCOL_GENERATION_LEGACY: _ClassVar[ProtocolGeneration]
     PROTOCOL_GENERATION_MULTI_ROUND_TRIP: _ClassVar[ProtocolGeneration]
+WATCH_EVENT_KIND_UNSPECIFIED: WatchEventKind
+WATCH_EVENT_KIND_ROUND_PENDING: WatchEventKind
+WATCH_EVENT_KIND_ROUND_LEFT_PENDING: WatchEventKind
+WATCH_EVENT_KIND_EXECUTION_FINISHED: WatchEventKind
 SERVER_TRANSPORT_UNSPECIFIED: ServerTransport
 SERVER_TRANSPORT_STDIO: ServerTransport
 SERVER_TRANSPORT_STREAMABLE_HTTP: ServerTransport
@@ -94,12 +105,14 @@ class CancelResponse(_message.Message):
     def __init__(self, state: _Optional[_Union[_execution_pb2.ExecutionState, _Mapping]] = ...) -> None: ...
 
 class WatchPendingRequest(_message.Message):
-    __slots__ = ("execution_id", "cursor")
+    __slots__ = ("execution_id", "cursor", "kinds")
     EXECUTION_ID_FIELD_NUMBER: _ClassVar[int]
     CURSOR_FIELD_NUMBER: _ClassVar[int]
+    KINDS_FIELD_NUMBER: _ClassVar[int]
     execution_id: str
     cursor: str
-    def __init__(self, execution_id: _Optional[str] = ..., cursor: _Optional[str] = ...) -> None: ...
+    kinds: _containers.RepeatedScalarFieldContainer[WatchEventKind]
+    def __init__(self, execution_id: _Optional[str] = ..., cursor: _Optional[str] = ..., kinds: _Optional[_Iterable[_Union[WatchEventKind, str]]] = ...) -> None: ...
 
 class WatchPendingResponse(_message.Message):
     __slots__ = ("cursor", "round_pending", "round_left_pending", "execution_finished")

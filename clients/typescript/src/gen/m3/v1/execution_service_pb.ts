@@ -16,7 +16,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file m3/v1/execution_service.proto.
  */
 export const file_m3_v1_execution_service: GenFile = /*@__PURE__*/
-  fileDesc("Ch1tMy92MS9leGVjdXRpb25fc2VydmljZS5wcm90bxIFbTMudjEioQEKDVN1Ym1pdFJlcXVlc3QSIQoFYWdlbnQYASABKAsyEC5tMy52MS5BZ2VudFNwZWNIABIpCglvcGVyYXRpb24YAiABKAsyFC5tMy52MS5PcGVyYXRpb25TcGVjSAASJgoLaHVtYW5faW5wdXQYAyABKA4yES5tMy52MS5IdW1hbklucHV0EhIKCnJlcXVlc3RfaWQYBCABKAlCBgoEc3BlYyJMCg5TdWJtaXRSZXNwb25zZRIUCgxleGVjdXRpb25faWQYASABKAkSJAoFc3RhdGUYAiABKAsyFS5tMy52MS5FeGVjdXRpb25TdGF0ZSInCg9TbmFwc2hvdFJlcXVlc3QSFAoMZXhlY3V0aW9uX2lkGAEgASgJIjgKEFNuYXBzaG90UmVzcG9uc2USJAoFc3RhdGUYASABKAsyFS5tMy52MS5FeGVjdXRpb25TdGF0ZSJRCg1SZXN1bHRSZXF1ZXN0EhQKDGV4ZWN1dGlvbl9pZBgBIAEoCRIqCgd0aW1lb3V0GAIgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uIjgKDlJlc3VsdFJlc3BvbnNlEiYKBnJlc3VsdBgBIAEoCzIWLm0zLnYxLkV4ZWN1dGlvblJlc3VsdCI5Cg1DYW5jZWxSZXF1ZXN0EhQKDGV4ZWN1dGlvbl9pZBgBIAEoCRISCgpyZXF1ZXN0X2lkGAIgASgJIjYKDkNhbmNlbFJlc3BvbnNlEiQKBXN0YXRlGAEgASgLMhUubTMudjEuRXhlY3V0aW9uU3RhdGUiOwoTV2F0Y2hQZW5kaW5nUmVxdWVzdBIUCgxleGVjdXRpb25faWQYASABKAkSDgoGY3Vyc29yGAIgASgJItQBChRXYXRjaFBlbmRpbmdSZXNwb25zZRIOCgZjdXJzb3IYASABKAkSNwoNcm91bmRfcGVuZGluZxgCIAEoCzIeLm0zLnYxLlBlbmRpbmdFbGljaXRhdGlvblJvdW5kSAASNQoScm91bmRfbGVmdF9wZW5kaW5nGAMgASgLMhcubTMudjEuUm91bmRMZWZ0UGVuZGluZ0gAEjMKEmV4ZWN1dGlvbl9maW5pc2hlZBgEIAEoCzIVLm0zLnYxLkV4ZWN1dGlvblN0YXRlSABCBwoFZXZlbnQiZQoQUm91bmRMZWZ0UGVuZGluZxIQCghyb3VuZF9pZBgBIAEoCRIUCgxleGVjdXRpb25faWQYAiABKAkSKQoGc3RhdHVzGAMgASgOMhkubTMudjEuTWFuYWdlZElucHV0U3RhdHVzIjoKEkxpc3RTZXJ2ZXJzUmVxdWVzdBINCgVuYW1lcxgBIAMoCRIVCg1pbmNsdWRlX3Rvb2xzGAIgASgIIjkKE0xpc3RTZXJ2ZXJzUmVzcG9uc2USIgoHc2VydmVycxgBIAMoCzIRLm0zLnYxLlNlcnZlckluZm8i4AEKClNlcnZlckluZm8SDAoEbmFtZRgBIAEoCRIpCgl0cmFuc3BvcnQYAiABKA4yFi5tMy52MS5TZXJ2ZXJUcmFuc3BvcnQSKwoIcHJvdG9jb2wYAyABKA4yGS5tMy52MS5Qcm90b2NvbEdlbmVyYXRpb24SIwobbmVnb3RpYXRlZF9wcm90b2NvbF92ZXJzaW9uGAQgASgJEh4KBXRvb2xzGAUgAygLMg8ubTMudjEuVG9vbEluZm8SJwoLdG9vbHNfZXJyb3IYBiABKAsyEi5tMy52MS5TZXJ2ZXJFcnJvciJrCghUb29sSW5mbxIMCgRuYW1lGAEgASgJEg0KBXRpdGxlGAIgASgJEhMKC2Rlc2NyaXB0aW9uGAMgASgJEi0KDGlucHV0X3NjaGVtYRgEIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QiLAoLU2VydmVyRXJyb3ISDAoEY29kZRgBIAEoCRIPCgdtZXNzYWdlGAIgASgJKnUKD1NlcnZlclRyYW5zcG9ydBIgChxTRVJWRVJfVFJBTlNQT1JUX1VOU1BFQ0lGSUVEEAASGgoWU0VSVkVSX1RSQU5TUE9SVF9TVERJTxABEiQKIFNFUlZFUl9UUkFOU1BPUlRfU1RSRUFNQUJMRV9IVFRQEAIqoQEKElByb3RvY29sR2VuZXJhdGlvbhIjCh9QUk9UT0NPTF9HRU5FUkFUSU9OX1VOU1BFQ0lGSUVEEAASHAoYUFJPVE9DT0xfR0VORVJBVElPTl9BVVRPEAESHgoaUFJPVE9DT0xfR0VORVJBVElPTl9MRUdBQ1kQAhIoCiRQUk9UT0NPTF9HRU5FUkFUSU9OX01VTFRJX1JPVU5EX1RSSVAQAzKFAwoQRXhlY3V0aW9uU2VydmljZRI1CgZTdWJtaXQSFC5tMy52MS5TdWJtaXRSZXF1ZXN0GhUubTMudjEuU3VibWl0UmVzcG9uc2USOwoIU25hcHNob3QSFi5tMy52MS5TbmFwc2hvdFJlcXVlc3QaFy5tMy52MS5TbmFwc2hvdFJlc3BvbnNlEjUKBlJlc3VsdBIULm0zLnYxLlJlc3VsdFJlcXVlc3QaFS5tMy52MS5SZXN1bHRSZXNwb25zZRI1CgZDYW5jZWwSFC5tMy52MS5DYW5jZWxSZXF1ZXN0GhUubTMudjEuQ2FuY2VsUmVzcG9uc2USSQoMV2F0Y2hQZW5kaW5nEhoubTMudjEuV2F0Y2hQZW5kaW5nUmVxdWVzdBobLm0zLnYxLldhdGNoUGVuZGluZ1Jlc3BvbnNlMAESRAoLTGlzdFNlcnZlcnMSGS5tMy52MS5MaXN0U2VydmVyc1JlcXVlc3QaGi5tMy52MS5MaXN0U2VydmVyc1Jlc3BvbnNlQosBCgljb20ubTMudjFCFUV4ZWN1dGlvblNlcnZpY2VQcm90b1ABWjJnaXRodWIuY29tL20zZ3JwYy9tM2dycGMvY2xpZW50cy9nby9nZW4vbTMvdjE7bTN2MaICA01YWKoCBU0zLlYxygIFTTNcVjHiAhFNM1xWMVxHUEJNZXRhZGF0YeoCBk0zOjpWMWIGcHJvdG8z", [file_google_protobuf_duration, file_google_protobuf_struct, file_m3_v1_elicitation, file_m3_v1_execution]);
+  fileDesc("Ch1tMy92MS9leGVjdXRpb25fc2VydmljZS5wcm90bxIFbTMudjEioQEKDVN1Ym1pdFJlcXVlc3QSIQoFYWdlbnQYASABKAsyEC5tMy52MS5BZ2VudFNwZWNIABIpCglvcGVyYXRpb24YAiABKAsyFC5tMy52MS5PcGVyYXRpb25TcGVjSAASJgoLaHVtYW5faW5wdXQYAyABKA4yES5tMy52MS5IdW1hbklucHV0EhIKCnJlcXVlc3RfaWQYBCABKAlCBgoEc3BlYyJMCg5TdWJtaXRSZXNwb25zZRIUCgxleGVjdXRpb25faWQYASABKAkSJAoFc3RhdGUYAiABKAsyFS5tMy52MS5FeGVjdXRpb25TdGF0ZSInCg9TbmFwc2hvdFJlcXVlc3QSFAoMZXhlY3V0aW9uX2lkGAEgASgJIjgKEFNuYXBzaG90UmVzcG9uc2USJAoFc3RhdGUYASABKAsyFS5tMy52MS5FeGVjdXRpb25TdGF0ZSJRCg1SZXN1bHRSZXF1ZXN0EhQKDGV4ZWN1dGlvbl9pZBgBIAEoCRIqCgd0aW1lb3V0GAIgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uIjgKDlJlc3VsdFJlc3BvbnNlEiYKBnJlc3VsdBgBIAEoCzIWLm0zLnYxLkV4ZWN1dGlvblJlc3VsdCI5Cg1DYW5jZWxSZXF1ZXN0EhQKDGV4ZWN1dGlvbl9pZBgBIAEoCRISCgpyZXF1ZXN0X2lkGAIgASgJIjYKDkNhbmNlbFJlc3BvbnNlEiQKBXN0YXRlGAEgASgLMhUubTMudjEuRXhlY3V0aW9uU3RhdGUiYQoTV2F0Y2hQZW5kaW5nUmVxdWVzdBIUCgxleGVjdXRpb25faWQYASABKAkSDgoGY3Vyc29yGAIgASgJEiQKBWtpbmRzGAMgAygOMhUubTMudjEuV2F0Y2hFdmVudEtpbmQi1AEKFFdhdGNoUGVuZGluZ1Jlc3BvbnNlEg4KBmN1cnNvchgBIAEoCRI3Cg1yb3VuZF9wZW5kaW5nGAIgASgLMh4ubTMudjEuUGVuZGluZ0VsaWNpdGF0aW9uUm91bmRIABI1ChJyb3VuZF9sZWZ0X3BlbmRpbmcYAyABKAsyFy5tMy52MS5Sb3VuZExlZnRQZW5kaW5nSAASMwoSZXhlY3V0aW9uX2ZpbmlzaGVkGAQgASgLMhUubTMudjEuRXhlY3V0aW9uU3RhdGVIAEIHCgVldmVudCJlChBSb3VuZExlZnRQZW5kaW5nEhAKCHJvdW5kX2lkGAEgASgJEhQKDGV4ZWN1dGlvbl9pZBgCIAEoCRIpCgZzdGF0dXMYAyABKA4yGS5tMy52MS5NYW5hZ2VkSW5wdXRTdGF0dXMiOgoSTGlzdFNlcnZlcnNSZXF1ZXN0Eg0KBW5hbWVzGAEgAygJEhUKDWluY2x1ZGVfdG9vbHMYAiABKAgiOQoTTGlzdFNlcnZlcnNSZXNwb25zZRIiCgdzZXJ2ZXJzGAEgAygLMhEubTMudjEuU2VydmVySW5mbyLgAQoKU2VydmVySW5mbxIMCgRuYW1lGAEgASgJEikKCXRyYW5zcG9ydBgCIAEoDjIWLm0zLnYxLlNlcnZlclRyYW5zcG9ydBIrCghwcm90b2NvbBgDIAEoDjIZLm0zLnYxLlByb3RvY29sR2VuZXJhdGlvbhIjChtuZWdvdGlhdGVkX3Byb3RvY29sX3ZlcnNpb24YBCABKAkSHgoFdG9vbHMYBSADKAsyDy5tMy52MS5Ub29sSW5mbxInCgt0b29sc19lcnJvchgGIAEoCzISLm0zLnYxLlNlcnZlckVycm9yImsKCFRvb2xJbmZvEgwKBG5hbWUYASABKAkSDQoFdGl0bGUYAiABKAkSEwoLZGVzY3JpcHRpb24YAyABKAkSLQoMaW5wdXRfc2NoZW1hGAQgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdCIsCgtTZXJ2ZXJFcnJvchIMCgRjb2RlGAEgASgJEg8KB21lc3NhZ2UYAiABKAkqqAEKDldhdGNoRXZlbnRLaW5kEiAKHFdBVENIX0VWRU5UX0tJTkRfVU5TUEVDSUZJRUQQABIiCh5XQVRDSF9FVkVOVF9LSU5EX1JPVU5EX1BFTkRJTkcQARInCiNXQVRDSF9FVkVOVF9LSU5EX1JPVU5EX0xFRlRfUEVORElORxACEicKI1dBVENIX0VWRU5UX0tJTkRfRVhFQ1VUSU9OX0ZJTklTSEVEEAMqdQoPU2VydmVyVHJhbnNwb3J0EiAKHFNFUlZFUl9UUkFOU1BPUlRfVU5TUEVDSUZJRUQQABIaChZTRVJWRVJfVFJBTlNQT1JUX1NURElPEAESJAogU0VSVkVSX1RSQU5TUE9SVF9TVFJFQU1BQkxFX0hUVFAQAiqhAQoSUHJvdG9jb2xHZW5lcmF0aW9uEiMKH1BST1RPQ09MX0dFTkVSQVRJT05fVU5TUEVDSUZJRUQQABIcChhQUk9UT0NPTF9HRU5FUkFUSU9OX0FVVE8QARIeChpQUk9UT0NPTF9HRU5FUkFUSU9OX0xFR0FDWRACEigKJFBST1RPQ09MX0dFTkVSQVRJT05fTVVMVElfUk9VTkRfVFJJUBADMoUDChBFeGVjdXRpb25TZXJ2aWNlEjUKBlN1Ym1pdBIULm0zLnYxLlN1Ym1pdFJlcXVlc3QaFS5tMy52MS5TdWJtaXRSZXNwb25zZRI7CghTbmFwc2hvdBIWLm0zLnYxLlNuYXBzaG90UmVxdWVzdBoXLm0zLnYxLlNuYXBzaG90UmVzcG9uc2USNQoGUmVzdWx0EhQubTMudjEuUmVzdWx0UmVxdWVzdBoVLm0zLnYxLlJlc3VsdFJlc3BvbnNlEjUKBkNhbmNlbBIULm0zLnYxLkNhbmNlbFJlcXVlc3QaFS5tMy52MS5DYW5jZWxSZXNwb25zZRJJCgxXYXRjaFBlbmRpbmcSGi5tMy52MS5XYXRjaFBlbmRpbmdSZXF1ZXN0GhsubTMudjEuV2F0Y2hQZW5kaW5nUmVzcG9uc2UwARJECgtMaXN0U2VydmVycxIZLm0zLnYxLkxpc3RTZXJ2ZXJzUmVxdWVzdBoaLm0zLnYxLkxpc3RTZXJ2ZXJzUmVzcG9uc2VCiwEKCWNvbS5tMy52MUIVRXhlY3V0aW9uU2VydmljZVByb3RvUAFaMmdpdGh1Yi5jb20vbTNncnBjL20zZ3JwYy9jbGllbnRzL2dvL2dlbi9tMy92MTttM3YxogIDTVhYqgIFTTMuVjHKAgVNM1xWMeICEU0zXFYxXEdQQk1ldGFkYXRh6gIGTTM6OlYxYgZwcm90bzM", [file_google_protobuf_duration, file_google_protobuf_struct, file_m3_v1_elicitation, file_m3_v1_execution]);
 
 /**
  * Request message for ExecutionService.Submit.
@@ -273,6 +273,20 @@ export type WatchPendingRequest = Message<"m3.v1.WatchPendingRequest"> & {
    * @generated from field: string cursor = 2;
    */
   cursor: string;
+
+  /**
+   * Optional. Only send events of these kinds (repeats are ignored). Empty:
+   * every kind. Without ROUND_PENDING a stream without a cursor sends no
+   * opening snapshot either. Events of other kinds are skipped, not queued: a
+   * cursor marks a position in the event log, so a stream resumed from it
+   * with other kinds starts right after that event whatever its kinds were.
+   * A stream with an `execution_id` still ends after that execution finishes,
+   * even without EXECUTION_FINISHED. UNSPECIFIED or an unknown kind:
+   * INVALID_ARGUMENT.
+   *
+   * @generated from field: repeated m3.v1.WatchEventKind kinds = 3;
+   */
+  kinds: WatchEventKind[];
 };
 
 /**
@@ -558,6 +572,49 @@ export const ServerErrorSchema: GenMessage<ServerError> = /*@__PURE__*/
   messageDesc(file_m3_v1_execution_service, 15);
 
 /**
+ * The kinds of event a WatchPending stream sends: each names the field of
+ * `WatchPendingResponse.event` it sets.
+ *
+ * @generated from enum m3.v1.WatchEventKind
+ */
+export enum WatchEventKind {
+  /**
+   * Not a kind: rejected in `WatchPendingRequest.kinds`.
+   *
+   * @generated from enum value: WATCH_EVENT_KIND_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * `round_pending`: a round became pending (and, at the start of a stream
+   * without a cursor, every round pending now).
+   *
+   * @generated from enum value: WATCH_EVENT_KIND_ROUND_PENDING = 1;
+   */
+  ROUND_PENDING = 1,
+
+  /**
+   * `round_left_pending`: a round left the pending status.
+   *
+   * @generated from enum value: WATCH_EVENT_KIND_ROUND_LEFT_PENDING = 2;
+   */
+  ROUND_LEFT_PENDING = 2,
+
+  /**
+   * `execution_finished`: an execution finished.
+   *
+   * @generated from enum value: WATCH_EVENT_KIND_EXECUTION_FINISHED = 3;
+   */
+  EXECUTION_FINISHED = 3,
+}
+
+/**
+ * Describes the enum m3.v1.WatchEventKind.
+ */
+export const WatchEventKindSchema: GenEnum<WatchEventKind> = /*@__PURE__*/
+  enumDesc(file_m3_v1_execution_service, 0);
+
+/**
  * How the service reaches a binding's MCP server.
  *
  * @generated from enum m3.v1.ServerTransport
@@ -589,7 +646,7 @@ export enum ServerTransport {
  * Describes the enum m3.v1.ServerTransport.
  */
 export const ServerTransportSchema: GenEnum<ServerTransport> = /*@__PURE__*/
-  enumDesc(file_m3_v1_execution_service, 0);
+  enumDesc(file_m3_v1_execution_service, 1);
 
 /**
  * Which MCP protocol generation a binding uses.
@@ -630,7 +687,7 @@ export enum ProtocolGeneration {
  * Describes the enum m3.v1.ProtocolGeneration.
  */
 export const ProtocolGenerationSchema: GenEnum<ProtocolGeneration> = /*@__PURE__*/
-  enumDesc(file_m3_v1_execution_service, 1);
+  enumDesc(file_m3_v1_execution_service, 2);
 
 /**
  * Runs executions: an agent harness, or a single operation, against an MCP
