@@ -14,7 +14,8 @@ against a running `m3grpc serve` whose bindings `legacy` / `mrtr` point at the s
 A round: Submit -> wait until its round is pending -> answer (`respond_elicitation`) ->
 `result()`. The wait for the pause is pushed, as each API's users wait (embedded: the
 handle's `wait_for_pending`, woken by the worker that stored the round; grpc: one
-`WatchPending` stream over all executions), so waiting costs no polling.
+`WatchPending` stream over all executions, asking only for `round_pending` events), so
+waiting costs no polling.
 Measured per round: answer sent -> the tool's code after the pause ran (the timestamp the
 MCP server put into the result) and answer sent -> `result()` returned.
 
@@ -151,7 +152,9 @@ class Remote(System):
     async def follow(self) -> None:
         from m3grpc.client import RoundPending
 
-        async for event in self.kit.watch_pending():
+        # Only new rounds: the follower has no use for the other two events of a
+        # round, which would cost the service two stream messages each time.
+        async for event in self.kit.watch_pending(kinds=[RoundPending]):
             if isinstance(event, RoundPending):
                 self.pauses.paused(event.round.execution_id, event.round.round_id)
 
