@@ -9,7 +9,7 @@
     m3grpc respond (ROUND_ID | --execution ID)
                    (--accept [JSON|@FILE|-] | --decline | --cancel | --responses JSON|@FILE|-
                     | --interactive) [--key REQUEST_KEY] [--idempotency-key KEY]
-    m3grpc watch [--execution ID] [--cursor CURSOR] [--until-terminal]
+    m3grpc watch [--execution ID] [--cursor CURSOR] [--kind KIND]... [--until-terminal]
     m3grpc rounds list [--execution ID] [--status STATUS]... [--page-size N]
                        [--page-token T] [--all]
     m3grpc rounds get ROUND_ID
@@ -47,6 +47,8 @@ _STATUSES = (
     "resolved",
     "failed",
 )
+# WatchPending's event kinds, named as `watch --json` names each event.
+WATCH_KINDS = ("round_pending", "round_left_pending", "execution_finished")
 
 
 def _common() -> argparse.ArgumentParser:
@@ -140,7 +142,17 @@ def add_commands(commands: Any) -> None:
     watch.add_argument("--execution", metavar="ID", help="only this execution's events")
     watch.add_argument("--cursor", help="resume after this event's cursor")
     watch.add_argument(
-        "--until-terminal", action="store_true", help="stop when an execution finishes"
+        "--kind",
+        action="append",
+        choices=WATCH_KINDS,
+        help="only events of this kind (repeatable; default: every kind); "
+        "a skipped event still moves the cursor",
+    )
+    watch.add_argument(
+        "--until-terminal",
+        action="store_true",
+        help="stop when an execution finishes (also when --kind leaves out "
+        "execution_finished: the finish ends the watch but is not printed)",
     )
 
     rounds = commands.add_parser("rounds", help="inspect rounds (responses redacted)")

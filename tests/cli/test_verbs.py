@@ -183,6 +183,80 @@ def test_watch_streams_until_the_execution_finishes(cli: Cli) -> None:
     assert all(event["cursor"] for event in events)
 
 
+def test_watch_kind_prints_only_the_kinds_asked_for(cli: Cli) -> None:
+    execution_id = cli.submit("shipping", "book_shipment")
+    # Only new rounds; the execution's stream still ends when it finishes.
+    watcher = subprocess.Popen(
+        cli.command("watch", "--execution", execution_id, "--kind", "round_pending", "--json"),
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert watcher.stdout is not None
+        first = json.loads(watcher.stdout.readline())
+        assert first["event"] == "round_pending"
+        cli.ok("respond", first["round"]["round_id"], "--accept", json.dumps(ADDRESS))
+        rest, errors = watcher.communicate(timeout=300)
+    finally:
+        if watcher.poll() is None:
+            watcher.kill()
+    assert watcher.returncode == 0, errors
+    assert [json.loads(line)["event"] for line in lines(rest)] == []
+
+    # From the round's cursor on: the answer and the finish, each kind when asked for.
+    cursor = first["cursor"]
+    finish = cli.ok(
+        "watch", "--execution", execution_id, "--cursor", cursor, "--kind", "execution_finished"
+    )
+    assert lines(finish.stdout) == [f"execution finished  {execution_id}  outcome succeeded"]
+    both = cli.ok(
+        "watch",
+        "--execution",
+        execution_id,
+        "--cursor",
+        cursor,
+        "--kind",
+        "round_left_pending",
+        "--kind",
+        "execution_finished",
+        "--json",
+    )
+    kinds = [json.loads(line)["event"] for line in lines(both.stdout)]
+    assert kinds == ["round_left_pending", "execution_finished"]
+
+    unknown = cli("watch", "--kind", "round_changed")
+    assert unknown.code == 2 and "invalid choice: 'round_changed'" in unknown.stderr
+
+
+def test_watch_until_terminal_stops_at_a_finish_it_does_not_print(cli: Cli) -> None:
+    execution_id = cli.submit("shipping", "book_shipment")
+    round_id = cli.wait_pending(execution_id)["round_id"]
+    # Every execution's new rounds: the CLI also asks for finishes, to know when to stop.
+    watcher = subprocess.Popen(
+        cli.command("watch", "--kind", "round_pending", "--until-terminal", "--json"),
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert watcher.stdout is not None
+        # The opening snapshot holds the round: the watch is open before it is answered.
+        seen = [json.loads(watcher.stdout.readline())]
+        while seen[-1]["round"]["round_id"] != round_id:
+            seen.append(json.loads(watcher.stdout.readline()))
+        cli.ok("respond", round_id, "--accept", json.dumps(ADDRESS))
+        rest, errors = watcher.communicate(timeout=300)
+    finally:
+        if watcher.poll() is None:
+            watcher.kill()
+    assert watcher.returncode == 0, errors
+    events = seen + [json.loads(line) for line in lines(rest)]
+    assert {event["event"] for event in events} == {"round_pending"}
+
+
 def test_errors_print_one_line_and_exit_with_the_documented_code(cli: Cli, tmp_path: Path) -> None:
     missing = cli("status", "exe_missing")
     assert missing.code == 3
