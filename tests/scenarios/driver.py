@@ -69,6 +69,14 @@ def _first_text(result: Mapping[str, Any] | None) -> str | None:
     return None
 
 
+# A watch step's `kinds`, as the client names them.
+_EVENT_CLASSES: dict[str, type[WatchEvent]] = {
+    "round_pending": RoundPending,
+    "round_left_pending": RoundLeftPending,
+    "execution_finished": ExecutionFinished,
+}
+
+
 def _event_label(event: WatchEvent) -> str:
     if isinstance(event, RoundPending):
         return "round_pending"
@@ -225,8 +233,9 @@ class ScenarioRun:
 
     def op_watch(self, step: Mapping[str, Any], expect: Mapping[str, Any]) -> None:
         cursor = self.cursors[step["cursor"]] if "cursor" in step else None
+        kinds = [_EVENT_CLASSES[kind] for kind in step.get("kinds", [])]
         stream: Iterator[WatchEvent] = self.kit.watch_pending(
-            execution_id=self.executions[step["execution"]], cursor=cursor
+            execution_id=self.executions[step["execution"]], cursor=cursor, kinds=kinds
         )
         events = list(islice(stream, step["take"])) if "take" in step else list(stream)
         if "take" in step:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -30,6 +31,7 @@ type fakeService struct {
 	submitted      *m3v1.SubmitRequest
 	responded      *m3v1.RespondRequest
 	resultDeadline time.Duration
+	watched        *m3v1.WatchPendingRequest
 	watchEvents    []*m3v1.WatchPendingResponse
 	watchEnd       error
 	watchClosed    chan struct{}
@@ -69,6 +71,7 @@ func (f *fakeService) Respond(_ context.Context, req *m3v1.RespondRequest) (*m3v
 
 func (f *fakeService) WatchPending(req *m3v1.WatchPendingRequest, stream grpc.ServerStreamingServer[m3v1.WatchPendingResponse]) error {
 	defer close(f.watchClosed)
+	f.watched = req
 	for _, ev := range f.watchEvents {
 		if err := stream.Send(ev); err != nil {
 			return err
@@ -247,6 +250,36 @@ func TestWatchPendingUntilTheServerEndsIt(t *testing.T) {
 	}
 	if got := strings.Join(kinds, ",") + " " + strings.Join(cursors, ","); got != "round_pending,round_left_pending,execution_finished c1,c2,c4" {
 		t.Errorf("events = %s", got)
+	}
+}
+
+func TestWatchPendingSendsTheKinds(t *testing.T) {
+	f := &fakeService{watchEvents: watchEvents()}
+	c := startFake(t, f)
+	opts := m3.WatchOptions{ExecutionID: "exe_1", Kinds: []m3.EventKind{m3.EventExecutionFinished, m3.EventRoundPending}}
+	for _, err := range c.WatchPending(context.Background(), opts) {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	<-f.watchClosed // the request was recorded before
+	want := []m3v1.WatchEventKind{
+		m3v1.WatchEventKind_WATCH_EVENT_KIND_EXECUTION_FINISHED,
+		m3v1.WatchEventKind_WATCH_EVENT_KIND_ROUND_PENDING,
+	}
+	if got := f.watched.GetKinds(); !slices.Equal(got, want) {
+		t.Errorf("kinds = %v, want %v", got, want)
+	}
+}
+
+func TestWatchPendingRejectsAnUnknownKind(t *testing.T) {
+	c := startFake(t, &fakeService{})
+	var failures []error
+	for _, err := range c.WatchPending(context.Background(), m3.WatchOptions{Kinds: []m3.EventKind{m3.EventRoundPending, 0}}) {
+		failures = append(failures, err)
+	}
+	if len(failures) != 1 || failures[0] == nil || !strings.Contains(failures[0].Error(), "kinds[1]") {
+		t.Errorf("failures = %v", failures)
 	}
 }
 

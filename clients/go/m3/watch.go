@@ -3,6 +3,7 @@ package m3
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"iter"
 
@@ -65,6 +66,11 @@ type WatchOptions struct {
 	// Empty: first every round pending now, then live events. A cursor from
 	// a stream with an ExecutionID may only be used with the same one.
 	Cursor string
+	// Kinds, when set, limits the stream to events of these kinds (skipped
+	// events still move the cursor). Without EventRoundPending there is no
+	// opening snapshot; a stream with an ExecutionID still ends after that
+	// execution finishes. Nil: every kind.
+	Kinds []EventKind
 }
 
 // WatchPending streams managed-input events as an iterator:
@@ -82,11 +88,17 @@ type WatchOptions struct {
 // the last element. Events of kinds this client does not know are skipped.
 func (c *Client) WatchPending(ctx context.Context, opts WatchOptions) iter.Seq2[Event, error] {
 	return func(yield func(Event, error) bool) {
+		kinds, err := watchEventKinds(opts.Kinds)
+		if err != nil {
+			yield(Event{}, err)
+			return
+		}
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel() // ends the stream when the consumer stops early
 		stream, err := c.executions.WatchPending(ctx, &m3v1.WatchPendingRequest{
 			ExecutionId: opts.ExecutionID,
 			Cursor:      opts.Cursor,
+			Kinds:       kinds,
 		})
 		if err != nil {
 			yield(Event{}, wrapError(err))
@@ -110,6 +122,25 @@ func (c *Client) WatchPending(ctx context.Context, opts WatchOptions) iter.Seq2[
 			}
 		}
 	}
+}
+
+// watchEventKinds maps the kinds to the request's enum; the numbers happen to
+// be equal, but the mapping keeps EventKind free to change.
+func watchEventKinds(kinds []EventKind) ([]m3v1.WatchEventKind, error) {
+	wire := make([]m3v1.WatchEventKind, 0, len(kinds))
+	for i, kind := range kinds {
+		switch kind {
+		case EventRoundPending:
+			wire = append(wire, m3v1.WatchEventKind_WATCH_EVENT_KIND_ROUND_PENDING)
+		case EventRoundLeftPending:
+			wire = append(wire, m3v1.WatchEventKind_WATCH_EVENT_KIND_ROUND_LEFT_PENDING)
+		case EventExecutionFinished:
+			wire = append(wire, m3v1.WatchEventKind_WATCH_EVENT_KIND_EXECUTION_FINISHED)
+		default:
+			return nil, fmt.Errorf("m3: kinds[%d]: %d is not an EventKind", i, int(kind))
+		}
+	}
+	return wire, nil
 }
 
 func eventFromMessage(msg *m3v1.WatchPendingResponse) (Event, bool) {

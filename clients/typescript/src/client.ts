@@ -26,7 +26,7 @@ import type {
   OperationStepSchema,
   PermissionPolicy,
 } from "./gen/m3/v1/execution_pb.js";
-import { ExecutionService } from "./gen/m3/v1/execution_service_pb.js";
+import { ExecutionService, WatchEventKind } from "./gen/m3/v1/execution_service_pb.js";
 import type { ServerInfo, SubmitResponse, WatchPendingResponse } from "./gen/m3/v1/execution_service_pb.js";
 
 /** What happens at an elicitation no plan answers (`HumanInput`). */
@@ -137,6 +137,12 @@ export interface WatchOptions {
   readonly executionId?: string;
   /** Resume right after the event that carried this cursor. */
   readonly cursor?: string;
+  /**
+   * Only events of these kinds (skipped ones still move the cursor);
+   * omitted or empty: every kind. Without "round_pending" there is no opening
+   * snapshot; with `executionId` the stream still ends when it finishes.
+   */
+  readonly kinds?: readonly WatchEvent["kind"][];
   /** Aborting it ends the stream (with an M3Error of code CANCELLED). */
   readonly signal?: AbortSignal;
   /** Metadata (request headers) of this call, added to the client's `metadata`. */
@@ -169,6 +175,12 @@ export interface ExecutionFinishedEvent {
 
 /** One WatchPending event; pass its `cursor` to resume after it. */
 export type WatchEvent = RoundPendingEvent | RoundLeftPendingEvent | ExecutionFinishedEvent;
+
+const WATCH_EVENT_KIND: Readonly<Record<WatchEvent["kind"], WatchEventKind>> = {
+  round_pending: WatchEventKind.ROUND_PENDING,
+  round_left_pending: WatchEventKind.ROUND_LEFT_PENDING,
+  execution_finished: WatchEventKind.EXECUTION_FINISHED,
+};
 
 const HUMAN_INPUT: Readonly<Record<HumanInputMode, HumanInput>> = {
   fail: HumanInput.FAIL,
@@ -371,10 +383,11 @@ export class M3Client {
    * out of the `for await` loop ends the stream.
    */
   async *watchPending(options: WatchOptions = {}): AsyncGenerator<WatchEvent, void, undefined> {
+    const kinds = watchEventKinds(options.kinds ?? []);
     const done = new AbortController();
     const signal = options.signal === undefined ? done.signal : AbortSignal.any([options.signal, done.signal]);
     const stream = this.executions.watchPending(
-      { executionId: options.executionId ?? "", cursor: options.cursor ?? "" },
+      { executionId: options.executionId ?? "", cursor: options.cursor ?? "", kinds },
       { signal, headers: this.headersWith(options.metadata) },
     );
     try {
@@ -416,6 +429,25 @@ function required<T>(value: T | undefined, method: string, field: string): T {
     throw new InternalError(`${method} response has no ${field}`, { code: "INTERNAL", reason: "" });
   }
   return value;
+}
+
+/** `WatchPendingRequest.kinds` for event kind strings; an unknown one (from untyped JS) fails like the service would. */
+function watchEventKinds(kinds: readonly WatchEvent["kind"][]): WatchEventKind[] {
+  return kinds.map((kind, index) => {
+    if (!Object.hasOwn(WATCH_EVENT_KIND, kind)) {
+      throw new ModelValidationError("invalid kinds", {
+        code: "INVALID_ARGUMENT",
+        reason: ModelValidationError.reason,
+        fieldViolations: [
+          {
+            field: `kinds[${index}]`,
+            description: `must be one of ${Object.keys(WATCH_EVENT_KIND).join(", ")}, got ${JSON.stringify(kind)}`,
+          },
+        ],
+      });
+    }
+    return WATCH_EVENT_KIND[kind];
+  });
 }
 
 /** The typed event of a WatchPending message, or undefined for an event kind this client does not know. */

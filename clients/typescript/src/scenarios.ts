@@ -348,6 +348,8 @@ class ScenarioRun {
     const take = optionalNumber(step["take"], "take");
     check((take === undefined) !== (step["until_end"] !== true), "a watch needs exactly one of take / until_end");
     const cursorName = optionalString(step["cursor"], "cursor");
+    // An unknown kind is the client's to reject (ModelValidationError before the call).
+    const kinds = step["kinds"] === undefined ? undefined : (strings(step["kinds"], "kinds") as WatchEvent["kind"][]);
     const limit = new AbortController();
     const timer = setTimeout(() => limit.abort(), WAIT_LIMIT_MS);
     const events: WatchEvent[] = [];
@@ -355,6 +357,7 @@ class ScenarioRun {
       const stream = this.client.watchPending({
         executionId: this.execution(step),
         cursor: cursorName === undefined ? undefined : this.saved(this.cursors, cursorName, "cursor"),
+        kinds,
         signal: limit.signal,
       });
       for await (const event of stream) {

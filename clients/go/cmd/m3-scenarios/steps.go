@@ -39,6 +39,7 @@ type step struct {
 	Responses      map[string]responseStep `json:"responses"`
 	TimeoutSeconds *float64                `json:"timeout_seconds"`
 	Cursor         string                  `json:"cursor"`
+	Kinds          []string                `json:"kinds"`
 	Take           int                     `json:"take"`
 	UntilEnd       bool                    `json:"until_end"`
 	CursorAs       string                  `json:"cursor_as"`
@@ -479,6 +480,13 @@ func (r *runner) watch(st step, exp *expectation) error {
 		}
 		opts.Cursor = cursor
 	}
+	for _, name := range st.Kinds {
+		kind, ok := eventKinds[name]
+		if !ok {
+			return fmt.Errorf("bad step: unknown event kind %q in kinds", name)
+		}
+		opts.Kinds = append(opts.Kinds, kind)
+	}
 	if (st.Take > 0) == st.UntilEnd {
 		return errors.New("bad step: watch needs exactly one of take and until_end")
 	}
@@ -523,6 +531,13 @@ func (r *runner) watch(st step, exp *expectation) error {
 		r.rounds[st.As] = round
 	}
 	return nil
+}
+
+// eventKinds: a watch step's kinds, by the names the scenario file uses.
+var eventKinds = map[string]m3.EventKind{
+	"round_pending":      m3.EventRoundPending,
+	"round_left_pending": m3.EventRoundLeftPending,
+	"execution_finished": m3.EventExecutionFinished,
 }
 
 func eventLabel(ev m3.Event) string {

@@ -30,7 +30,9 @@ import {
   OperationTimeoutError,
   RoundNotFoundError,
   ManagedInputStatus,
+  ModelValidationError,
   StorageUnavailableError,
+  WatchEventKind,
   WorkQueueFullError,
   RateLimitedError,
   errorClassFor,
@@ -268,10 +270,12 @@ test("a status with details sent over gRPC becomes the typed error", async () =>
 });
 
 test("watchPending yields typed events with cursors, and typed errors", async () => {
+  const requestedKinds: WatchEventKind[][] = [];
   await withServer(
     (router) =>
       router.service(ExecutionService, {
         async *watchPending(request) {
+          requestedKinds.push([...request.kinds]);
           if (request.cursor === "bad") {
             throw new ConnectError("unreadable cursor", Code.InvalidArgument, undefined, [
               { desc: ErrorInfoSchema, value: { reason: "MANAGED_INPUT_INVALID", domain: ERROR_DOMAIN } },
@@ -306,10 +310,35 @@ test("watchPending yields typed events with cursors, and typed errors", async ()
       assert.ok(first?.kind === "round_pending" && first.round.roundId === "rnd_1");
 
       // Breaking out early ends the stream cleanly.
-      for await (const event of client.watchPending({ executionId: "exe_1" })) {
+      for await (const event of client.watchPending({ executionId: "exe_1", kinds: ["round_pending", "execution_finished"] })) {
         assert.equal(event.cursor, "c1");
         break;
       }
+      for await (const _ of client.watchPending({ kinds: ["round_left_pending"] })) {
+        break;
+      }
+      // The kind strings reach the request as WatchEventKind numbers; none: every kind.
+      assert.deepEqual(requestedKinds, [
+        [],
+        [WatchEventKind.ROUND_PENDING, WatchEventKind.EXECUTION_FINISHED],
+        [WatchEventKind.ROUND_LEFT_PENDING],
+      ]);
+
+      // An unknown kind (untyped JS) fails before any request, as the service would.
+      await assert.rejects(
+        (async () => {
+          const kinds = ["round_pending", "bogus"] as unknown as WatchEvent["kind"][];
+          for await (const _ of client.watchPending({ kinds })) {
+            // no events expected
+          }
+        })(),
+        (error: unknown) => {
+          assert.ok(error instanceof ModelValidationError);
+          assert.equal(error.fieldViolations[0]?.field, "kinds[1]");
+          return true;
+        },
+      );
+      assert.equal(requestedKinds.length, 3);
 
       await assert.rejects(
         (async () => {
