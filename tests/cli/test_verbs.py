@@ -3,10 +3,13 @@ an argument, a file and stdin, watch, rounds, and the errors with their exit cod
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -154,27 +157,43 @@ def test_decline_and_the_responses_map(cli: Cli) -> None:
     assert BOOKED in cli.ok("result", mapped).stdout
 
 
-def test_watch_streams_until_the_execution_finishes(cli: Cli) -> None:
-    execution_id = cli.submit("shipping", "book_shipment")
+@contextlib.contextmanager
+def watching(cli: Cli, *args: str) -> Iterator[subprocess.Popen[str]]:
+    """`m3grpc watch ARGS` in the background; killed if it outlives the block."""
     watcher = subprocess.Popen(
-        cli.command("watch", "--execution", execution_id, "--until-terminal", "--json"),
+        cli.command("watch", *args),
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
     try:
-        assert watcher.stdout is not None
-        first = json.loads(watcher.stdout.readline())
-        assert first["event"] == "round_pending"
-        assert first["round"]["execution_id"] == execution_id
-        cli.ok("respond", first["round"]["round_id"], "--accept", json.dumps(ADDRESS))
-        rest, errors = watcher.communicate(timeout=300)
+        yield watcher
     finally:
         if watcher.poll() is None:
             watcher.kill()
+
+
+def next_event(watcher: subprocess.Popen[str]) -> Any:
+    assert watcher.stdout is not None
+    return json.loads(watcher.stdout.readline())
+
+
+def answer_then_rest(cli: Cli, watcher: subprocess.Popen[str], round_id: str) -> list[Any]:
+    """Answers the round, then the events the watch prints until it exits by itself."""
+    cli.ok("respond", round_id, "--accept", json.dumps(ADDRESS))
+    rest, errors = watcher.communicate(timeout=300)
     assert watcher.returncode == 0, errors
-    events = [json.loads(line) for line in lines(rest)]
+    return [json.loads(line) for line in lines(rest)]
+
+
+def test_watch_streams_until_the_execution_finishes(cli: Cli) -> None:
+    execution_id = cli.submit("shipping", "book_shipment")
+    with watching(cli, "--execution", execution_id, "--until-terminal", "--json") as watcher:
+        first = next_event(watcher)
+        assert first["event"] == "round_pending"
+        assert first["round"]["execution_id"] == execution_id
+        events = answer_then_rest(cli, watcher, first["round"]["round_id"])
     kinds = [event["event"] for event in events]
     assert kinds[-1] == "execution_finished"
     assert events[-1]["state"]["outcome"] == "succeeded"
@@ -186,24 +205,10 @@ def test_watch_streams_until_the_execution_finishes(cli: Cli) -> None:
 def test_watch_kind_prints_only_the_kinds_asked_for(cli: Cli) -> None:
     execution_id = cli.submit("shipping", "book_shipment")
     # Only new rounds; the execution's stream still ends when it finishes.
-    watcher = subprocess.Popen(
-        cli.command("watch", "--execution", execution_id, "--kind", "round_pending", "--json"),
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert watcher.stdout is not None
-        first = json.loads(watcher.stdout.readline())
+    with watching(cli, "--execution", execution_id, "--kind", "round_pending", "--json") as watcher:
+        first = next_event(watcher)
         assert first["event"] == "round_pending"
-        cli.ok("respond", first["round"]["round_id"], "--accept", json.dumps(ADDRESS))
-        rest, errors = watcher.communicate(timeout=300)
-    finally:
-        if watcher.poll() is None:
-            watcher.kill()
-    assert watcher.returncode == 0, errors
-    assert [json.loads(line)["event"] for line in lines(rest)] == []
+        assert answer_then_rest(cli, watcher, first["round"]["round_id"]) == []
 
     # From the round's cursor on: the answer and the finish, each kind when asked for.
     cursor = first["cursor"]
@@ -234,26 +239,12 @@ def test_watch_until_terminal_stops_at_a_finish_it_does_not_print(cli: Cli) -> N
     execution_id = cli.submit("shipping", "book_shipment")
     round_id = cli.wait_pending(execution_id)["round_id"]
     # Every execution's new rounds: the CLI also asks for finishes, to know when to stop.
-    watcher = subprocess.Popen(
-        cli.command("watch", "--kind", "round_pending", "--until-terminal", "--json"),
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert watcher.stdout is not None
+    with watching(cli, "--kind", "round_pending", "--until-terminal", "--json") as watcher:
         # The opening snapshot holds the round: the watch is open before it is answered.
-        seen = [json.loads(watcher.stdout.readline())]
+        seen = [next_event(watcher)]
         while seen[-1]["round"]["round_id"] != round_id:
-            seen.append(json.loads(watcher.stdout.readline()))
-        cli.ok("respond", round_id, "--accept", json.dumps(ADDRESS))
-        rest, errors = watcher.communicate(timeout=300)
-    finally:
-        if watcher.poll() is None:
-            watcher.kill()
-    assert watcher.returncode == 0, errors
-    events = seen + [json.loads(line) for line in lines(rest)]
+            seen.append(next_event(watcher))
+        events = seen + answer_then_rest(cli, watcher, round_id)
     assert {event["event"] for event in events} == {"round_pending"}
 
 
@@ -337,14 +328,7 @@ def test_a_url_request_is_accepted_without_content(cli: Cli) -> None:
 @pytest.mark.serial
 def test_watch_ends_on_ctrl_c_with_the_cursor_to_resume(cli: Cli) -> None:
     execution_id = cli.submit("shipping", "book_shipment")
-    watcher = subprocess.Popen(
-        cli.command("watch", "--execution", execution_id),
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
+    with watching(cli, "--execution", execution_id) as watcher:
         assert watcher.stdout is not None
         first = watcher.stdout.readline()
         assert first.startswith("round pending "), first
@@ -352,9 +336,6 @@ def test_watch_ends_on_ctrl_c_with_the_cursor_to_resume(cli: Cli) -> None:
         assert "shipping_address (form): Where should the shipment go?" in first
         watcher.send_signal(signal.SIGINT)
         _, errors = watcher.communicate(timeout=120)
-    finally:
-        if watcher.poll() is None:
-            watcher.kill()
     assert watcher.returncode == 0, errors
     cursor = errors.split("stopped; resume with --cursor ", 1)[1].strip()
     # Resuming after that event: the next one is the answer, not the round again.
