@@ -18,6 +18,9 @@ from m3grpc.wire.gen.m3.v1 import elicitation_service_pb2 as pb
 
 DEFAULT_PAGE_SIZE = 50
 MAX_PAGE_SIZE = 1000
+# A status filter names at most this many (repeats allowed; there are six statuses):
+# reading millions of entries (a 4 MB request) would hold the event loop.
+MAX_STATUSES = 16
 # A ListRounds page ends early rather than grow past this many bytes, so a reply
 # always fits in gRPC's default 4 MB message limit (next_page_token continues).
 MAX_PAGE_BYTES = 3_000_000
@@ -64,6 +67,8 @@ class ElicitationService(elicitation_service_pb2_grpc.ElicitationServiceServicer
         if request.page_size < 0:
             raise _invalid("page_size", "must not be negative")
         size = min(request.page_size or DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE)
+        if len(request.statuses) > MAX_STATUSES:
+            raise _invalid("statuses", f"must have at most {MAX_STATUSES} entries")
         statuses: list[ManagedInputStatus] = []
         for index, number in enumerate(request.statuses):
             value = convert.MANAGED_INPUT_STATUS.model(number)

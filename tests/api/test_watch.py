@@ -275,14 +275,15 @@ def test_kinds_send_only_the_events_asked_for(server: ServerProcess) -> None:
 
 
 @pytest.mark.parametrize(
-    ("kinds", "field"),
+    ("kinds", "violation"),
     [
-        ((execution_service_pb2.WATCH_EVENT_KIND_UNSPECIFIED,), "kinds[0]"),
-        ((PENDING, 99), "kinds[1]"),
+        ((execution_service_pb2.WATCH_EVENT_KIND_UNSPECIFIED,), ("kinds[0]", "must be set")),
+        ((PENDING, 99), ("kinds[1]", "unknown enum value 99")),
+        ((PENDING,) * 17, ("kinds", "must have at most 16 entries (17)")),
     ],
 )
-def test_an_unknown_kind_is_invalid_argument(
-    server: ServerProcess, kinds: tuple[int, ...], field: str
+def test_an_unknown_kind_or_too_many_are_invalid_argument(
+    server: ServerProcess, kinds: tuple[int, ...], violation: tuple[str, str]
 ) -> None:
     stubs = server.stubs()
     rejected = Watcher(stubs, kinds=kinds)
@@ -291,6 +292,6 @@ def test_an_unknown_kind_is_invalid_argument(
     bad = failure(rejected.error)
     assert bad.code == grpc.StatusCode.INVALID_ARGUMENT
     assert bad.info.reason == "MODEL_VALIDATION_FAILED"
-    violations = {v.field for v in bad.detail(error_details_pb2.BadRequest).field_violations}
-    assert violations == {field}
+    violations = bad.detail(error_details_pb2.BadRequest).field_violations
+    assert [(v.field, v.description) for v in violations] == [violation]
     stubs.close()

@@ -172,6 +172,13 @@ def test_unknown_enum_values_are_reported_as_unknown(stubs: Stubs) -> None:
         elicitation_service_pb2.ListRoundsRequest.DESCRIPTOR,
     )
     assert found == {"statuses[1]": "unknown enum value 77"}
+    # A list that long is refused before its entries are read (it held the event loop).
+    found = _violations(
+        stubs.elicitation.ListRounds,
+        elicitation_service_pb2.ListRoundsRequest(statuses=[1] * 17),  # type: ignore[list-item]
+        elicitation_service_pb2.ListRoundsRequest.DESCRIPTOR,
+    )
+    assert found == {"statuses": "must have at most 16 entries"}
 
 
 # -- item 14: values the decoder or converter cannot take --------------------------------

@@ -359,7 +359,8 @@ type ListRoundsRequest struct {
 	// Optional. Only rounds of this execution. Empty: every execution. At most
 	// 128 characters.
 	ExecutionId string `protobuf:"bytes,3,opt,name=execution_id,json=executionId,proto3" json:"execution_id,omitempty"`
-	// Optional. Only rounds whose status is one of these. Empty: any status.
+	// Optional. Only rounds whose status is one of these (at most 16 entries).
+	// Empty: any status.
 	Statuses      []ManagedInputStatus `protobuf:"varint,4,rep,packed,name=statuses,proto3,enum=m3.v1.ManagedInputStatus" json:"statuses,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -670,8 +670,8 @@ type WatchPendingRequest struct {
 	// do not parse or build them. A cursor from a stream with an
 	// `execution_id` filter may only be used with the same filter.
 	Cursor string `protobuf:"bytes,2,opt,name=cursor,proto3" json:"cursor,omitempty"`
-	// Optional. Only send events of these kinds (repeats are ignored). Empty:
-	// every kind. Without ROUND_PENDING a stream without a cursor sends no
+	// Optional. Only send events of these kinds (repeats are ignored; at most 16
+	// entries). Empty: every kind. Without ROUND_PENDING a stream without a cursor sends no
 	// opening snapshot either. Events of other kinds are skipped, not queued: a
 	// cursor marks a position in the event log, so a stream resumed from it
 	// with other kinds starts right after that event whatever its kinds were.

@@ -213,7 +213,8 @@ export type ListRoundsRequest = Message<"m3.v1.ListRoundsRequest"> & {
   executionId: string;
 
   /**
-   * Optional. Only rounds whose status is one of these. Empty: any status.
+   * Optional. Only rounds whose status is one of these (at most 16 entries).
+   * Empty: any status.
    *
    * @generated from field: repeated m3.v1.ManagedInputStatus statuses = 4;
    */

@@ -275,8 +275,8 @@ export type WatchPendingRequest = Message<"m3.v1.WatchPendingRequest"> & {
   cursor: string;
 
   /**
-   * Optional. Only send events of these kinds (repeats are ignored). Empty:
-   * every kind. Without ROUND_PENDING a stream without a cursor sends no
+   * Optional. Only send events of these kinds (repeats are ignored; at most 16
+   * entries). Empty: every kind. Without ROUND_PENDING a stream without a cursor sends no
    * opening snapshot either. Events of other kinds are skipped, not queued: a
    * cursor marks a position in the event log, so a stream resumed from it
    * with other kinds starts right after that event whatever its kinds were.
