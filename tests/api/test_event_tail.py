@@ -135,7 +135,12 @@ def test_streams_share_one_read_of_the_log(tmp_path: Path) -> None:
 
             kit.runtime.events_after = counted  # type: ignore[method-assign]
             handle = await submit(kit, binding)
+            # Opened while the execution waits, so no event lands during its opening
+            # snapshot: one that did was read from the log, by design, to place the
+            # snapshot exactly (a CI run saw that read: 1 of 12 runs here).
+            assert await handle.wait_for_pending(60) is not None
             filtered = Reader(watch.stream(handle.execution_id, ""))
+            await until(lambda: filtered.keys, "the filtered stream's snapshot")
             later = [await answer_to_the_end(handle), await run_execution(kit, binding)]
             await until(lambda: all(("finished", later[-1]) in r.keys for r in readers), "the rest")
             await asyncio.wait_for(filtered.task, 60)  # it ends with its execution
