@@ -69,14 +69,11 @@ class ElicitationService(elicitation_service_pb2_grpc.ElicitationServiceServicer
         size = min(request.page_size or DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE)
         if len(request.statuses) > MAX_STATUSES:
             raise _invalid("statuses", f"must have at most {MAX_STATUSES} entries")
-        statuses: list[ManagedInputStatus] = []
-        for index, number in enumerate(request.statuses):
-            value = convert.MANAGED_INPUT_STATUS.model(number)
-            if number == elicitation_pb2.MANAGED_INPUT_STATUS_UNSPECIFIED:
-                raise _invalid(f"statuses[{index}]", "must be set")
-            if value is None:
-                raise _invalid(f"statuses[{index}]", f"unknown enum value {number}")
-            statuses.append(ManagedInputStatus(value))
+        try:
+            values = convert.MANAGED_INPUT_STATUS.models(request.statuses)
+        except convert.WireValueError as exc:
+            raise _invalid(f"statuses{exc.path}", exc.description) from None
+        statuses = [ManagedInputStatus(value) for value in values]
         if len(request.execution_id) > MAX_ID_CHARS:
             raise _invalid("execution_id", f"must be at most {MAX_ID_CHARS} characters")
         filters = tokens.filter_digest(request.execution_id, [s.value for s in statuses])

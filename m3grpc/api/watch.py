@@ -170,8 +170,7 @@ class _Stream:
         # The kinds this stream sends; the internal round_changed never. A skipped
         # event costs no read, no message and no write: a subscriber that only wants
         # new rounds (an inbox, a benchmark) pays for a third of the messages.
-        sent = kinds if kinds is not None else frozenset(_SENDABLE)
-        self._sends = frozenset(kind for kind in _SENDABLE if kind in sent)
+        self._sends = _SENDABLE if kinds is None else kinds
 
     async def run(self, execution_id: str, token: str) -> AsyncIterator[WatchEvent]:
         if execution_id:
@@ -358,7 +357,9 @@ class _Stream:
 
 
 # The kinds a stream may send (round_changed is internal).
-_SENDABLE = (EventKind.ROUND_PENDING, EventKind.ROUND_LEFT_PENDING, EventKind.EXECUTION_FINISHED)
+_SENDABLE: frozenset[str] = frozenset(
+    {EventKind.ROUND_PENDING, EventKind.ROUND_LEFT_PENDING, EventKind.EXECUTION_FINISHED}
+)
 
 
 def _keyset(record: ManagedInputRecord) -> Keyset:

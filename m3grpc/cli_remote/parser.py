@@ -47,7 +47,9 @@ _STATUSES = (
     "resolved",
     "failed",
 )
-# WatchPending's event kinds, named as `watch --json` names each event.
+# WatchPending's event kinds, named as `watch --json` names each event (the client's
+# m3grpc.wire.events.WATCH_EVENT_CLASSES; a test keeps the two equal, this layer
+# imports no protobuf).
 WATCH_KINDS = ("round_pending", "round_left_pending", "execution_finished")
 
 

@@ -21,12 +21,7 @@ from m3grpc.cli_remote.inputs import read_json_object, read_spec_file
 from m3grpc.cli_remote.interactive import Aborted, Prompter, answer_round
 from m3grpc.cli_remote.rounds import round_document
 from m3grpc.cli_remote.security import tls_from_env, token_from_env
-from m3grpc.client import (
-    ExecutionFinished,
-    RemoteMCPTestKit,
-    RoundLeftPending,
-    RoundPending,
-)
+from m3grpc.client import ExecutionFinished, RemoteMCPTestKit
 from m3grpc.errors import FieldViolation, M3Error, ModelValidationError
 from m3grpc.types import (
     ElicitationRequest,
@@ -37,7 +32,7 @@ from m3grpc.types import (
     FormElicitationRequest,
     ManagedInputStatus,
 )
-from m3grpc.wire.events import WatchEventClass
+from m3grpc.wire.events import WATCH_EVENT_CLASSES, WatchEventClass
 
 # Each call's deadline (Result and pending waits have their own).
 CALL_TIMEOUT = 30.0
@@ -177,20 +172,12 @@ def _brief(state: ExecutionState) -> dict[str, Any]:
     }
 
 
-# `watch --kind` names (parser.WATCH_KINDS) -> the client's event classes.
-WATCH_KIND_CLASSES: dict[str, WatchEventClass] = {
-    "round_pending": RoundPending,
-    "round_left_pending": RoundLeftPending,
-    "execution_finished": ExecutionFinished,
-}
-
-
 def watch(args: argparse.Namespace) -> int:
     cursor = args.cursor
     shown: set[WatchEventClass] | None = None  # None: every kind
     asked: set[WatchEventClass] | None = None
     if args.kind:
-        shown = {WATCH_KIND_CLASSES[name] for name in args.kind}
+        shown = {WATCH_EVENT_CLASSES[name] for name in args.kind}
         asked = set(shown)
         if args.until_terminal:
             # The finish is what stops the watch, so it is asked for even when not shown.

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 import typing
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
@@ -125,6 +125,11 @@ def duration_json(seconds: float) -> str:
 # -- enums: the wire name is PREFIX + the model value upper-cased -------------------
 
 
+def unknown_enum(number: int) -> str:
+    """The description of an enum number this service does not know."""
+    return f"unknown enum value {number}"
+
+
 class EnumMap:
     """A two-way map between a proto enum (minus UNSPECIFIED) and model values."""
 
@@ -138,6 +143,18 @@ class EnumMap:
     def model(self, number: int) -> str | None:
         """The model value, or None for UNSPECIFIED and numbers this build does not know."""
         return self._from_wire.get(number)
+
+    def models(self, numbers: Sequence[int]) -> list[str]:
+        """The model values of a repeated enum field's entries. UNSPECIFIED or a number
+        this build does not know raises `WireValueError` with the entry's path (`[2]`)."""
+        values: list[str] = []
+        for index, number in enumerate(numbers):
+            value = self._from_wire.get(number)
+            if value is None:
+                why = "must be set" if number == 0 else unknown_enum(number)
+                raise WireValueError(why, f"[{index}]")
+            values.append(value)
+        return values
 
 
 HUMAN_INPUT = EnumMap(execution_pb2.HumanInput, "HUMAN_INPUT_", typing.get_args(HumanInput))

@@ -253,7 +253,7 @@ def responses_model(
             violations.append(FieldViolation(f"{path}.action", "must be set"))
         elif action is None:
             violations.append(
-                FieldViolation(f"{path}.action", f"unknown enum value {message.action}")
+                FieldViolation(f"{path}.action", convert.unknown_enum(message.action))
             )
         try:
             content = convert.optional_struct(message, "content")

@@ -33,7 +33,7 @@ def submission(
     if request.human_input == execution_pb2.HUMAN_INPUT_UNSPECIFIED:
         human_input = "fail"  # documented default
     elif human_input is None:
-        violations.append(FieldViolation("human_input", unknown_enum(request.human_input)))
+        violations.append(FieldViolation("human_input", convert.unknown_enum(request.human_input)))
     which = request.WhichOneof("spec")
     document: dict[str, Any] = {}
     if which == "agent":
@@ -86,14 +86,9 @@ def _permission_policy(number: int, violations: list[FieldViolation]) -> str:
         return "deny"  # documented default
     policy = convert.PERMISSION_POLICY.model(number)
     if policy is None:
-        violations.append(FieldViolation("agent.permission_policy", unknown_enum(number)))
+        violations.append(FieldViolation("agent.permission_policy", convert.unknown_enum(number)))
         return "deny"
     return policy
-
-
-def unknown_enum(number: int) -> str:
-    """The description of an enum number this service does not know."""
-    return f"unknown enum value {number}"
 
 
 def struct_field(
@@ -135,7 +130,7 @@ def _step(
     if step.kind == execution_pb2.OPERATION_KIND_UNSPECIFIED:
         violations.append(FieldViolation(f"{path}.kind", "required"))
     elif kind is None:
-        violations.append(FieldViolation(f"{path}.kind", unknown_enum(step.kind)))
+        violations.append(FieldViolation(f"{path}.kind", convert.unknown_enum(step.kind)))
     if not step.name:
         violations.append(FieldViolation(f"{path}.name", "required"))
     if kind == "resource" and step.HasField("arguments"):

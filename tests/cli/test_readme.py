@@ -36,3 +36,9 @@ def test_the_default_address_is_the_service_default() -> None:
     from m3grpc.api.config import DEFAULT_LISTEN
 
     assert parser.DEFAULT_SERVER == DEFAULT_LISTEN
+
+
+def test_watch_kinds_are_the_clients_event_kinds() -> None:
+    from m3grpc.wire.events import WATCH_EVENT_CLASSES
+
+    assert tuple(WATCH_EVENT_CLASSES) == parser.WATCH_KINDS
