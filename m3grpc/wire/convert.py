@@ -83,10 +83,19 @@ def optional_struct(holder: Any, field: str) -> dict[str, Any] | None:
     return struct_to_dict(getattr(holder, field)) if holder.HasField(field) else None
 
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
 def timestamp(value: datetime) -> timestamp_pb2.Timestamp:
-    message = timestamp_pb2.Timestamp()
-    message.FromDatetime(value.astimezone(UTC))
-    return message
+    """`value` (naive: local time) as a Timestamp. `Timestamp.FromDatetime`'s
+    arithmetic without its Python-level calls: 0.44 against 1.65 us (timeit), and
+    every message carries several times (1.7% of the service's CPU at 16 rounds in
+    flight, py-spy). A timedelta's seconds and microseconds are never negative, as
+    a Timestamp's nanos must not be."""
+    since = (value if value.tzinfo is not None else value.astimezone(UTC)) - _EPOCH
+    return timestamp_pb2.Timestamp(
+        seconds=since.days * 86_400 + since.seconds, nanos=since.microseconds * 1000
+    )
 
 
 def from_timestamp(message: timestamp_pb2.Timestamp) -> datetime:

@@ -3,11 +3,12 @@ tokens, value conversion and the configuration file."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 import grpc
 import pytest
+from google.protobuf import timestamp_pb2
 from google.rpc import error_details_pb2
 
 from m3grpc import errors
@@ -168,6 +169,21 @@ def test_value_conversion() -> None:
     assert convert.struct_to_dict(convert.dict_to_struct(data)) == data
     when = datetime(2026, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
     assert convert.from_timestamp(convert.timestamp(when)) == when
+    # The same message as protobuf's own conversion, before 1970 (negative seconds,
+    # nanos still >= 0), at both ends of the range, in another zone, and naive (local).
+    plus_five_thirty = timezone(timedelta(hours=5, minutes=30))
+    for value in (
+        when,
+        datetime(1969, 12, 31, 23, 59, 59, 1, tzinfo=UTC),
+        datetime(1, 1, 1, tzinfo=UTC),
+        datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC),
+        datetime(2026, 7, 28, 1, 2, 3, 4, tzinfo=plus_five_thirty),
+        datetime(2026, 7, 28, 1, 2, 3, 4),
+    ):
+        expected = timestamp_pb2.Timestamp()
+        expected.FromDatetime(value.astimezone(UTC))
+        assert convert.timestamp(value) == expected, value
+        assert convert.from_timestamp(expected) == value.astimezone(UTC)
     assert convert.duration_json(30) == "30s"
     assert convert.duration_json(0.25) == "0.250s"
     assert convert.from_duration(convert.duration(1.5)) == 1.5
