@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from contextlib import AbstractContextManager as ContextManager
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any
@@ -72,13 +73,32 @@ from mcp_types import (
     RequestId,
 )
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
-from opentelemetry.trace import SpanKind
+from opentelemetry.trace import ProxyTracerProvider, SpanKind, get_tracer_provider
 
 logger = logging.getLogger(__name__)
 
 _TRANSPORT = TransportContext(kind="jsonrpc", can_send_request=True)
 # How long closing the session waits for the DELETE of a legacy server's session (s).
 _TERMINATE_TIMEOUT_SECONDS = 5.0
+
+
+def _client_span(method: str, target: object, request_id: RequestId) -> ContextManager[object]:
+    """The SDK dispatcher's client span around a request, when a tracer provider is set.
+
+    Without one the SDK's span is OpenTelemetry's no-op: a non-recording span carrying
+    the ambient span context, which is what `inject_trace_context` reads with or without
+    it, so the request's `_meta` is the same. Skipping it saves its layers of context
+    managers, 38 us a request (timeit), 1.6% of the service's CPU at 16 rounds in
+    flight on 2026-07-28 (py-spy).
+    """
+    if isinstance(get_tracer_provider(), ProxyTracerProvider):
+        return nullcontext()
+    name = f"MCP send {method}{f' {target}' if isinstance(target, str) else ''}"
+    return otel_span(
+        name,
+        kind=SpanKind.CLIENT,
+        attributes={"mcp.method.name": method, "jsonrpc.request.id": str(request_id)},
+    )
 
 
 class PostDispatcher:
@@ -159,19 +179,13 @@ class PostDispatcher:
         on_progress = opts.get("on_progress")
         if on_progress is not None:
             out_meta["progressToken"] = request_id  # as the SDK's dispatcher does
-        target = out_params.get("name")
-        span_name = f"MCP send {method}{f' {target}' if isinstance(target, str) else ''}"
         key = coerce_request_id(request_id)
         exchange = _Exchange(self, request_id, on_progress)
         self._exchanges[key] = exchange
         timeout = opts.get("timeout")
         cancelled = True
         try:
-            with otel_span(
-                span_name,
-                kind=SpanKind.CLIENT,
-                attributes={"mcp.method.name": method, "jsonrpc.request.id": str(request_id)},
-            ):
+            with _client_span(method, out_params.get("name"), request_id):
                 inject_trace_context(out_meta)
                 if out_meta:
                     out_params["_meta"] = out_meta

@@ -9,16 +9,24 @@ from __future__ import annotations
 import asyncio
 import contextvars
 from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, nullcontext
 from typing import Any, Final
 
 import anyio
 import pytest
 from mcp import MCPError
+from mcp.shared import _otel
 from mcp.shared.dispatcher import DispatchContext
 from mcp.shared.transport_context import TransportContext
 from mcp_types import CONNECTION_CLOSED, URL_ELICITATION_REQUIRED
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind
 
+from m3grpc.harness import contained_http
 from m3grpc.harness.contained_http import PostDispatcher
 from m3grpc.harness.http_clients import HttpClients
 from tests.support.mcp_processes import free_port, http_mcp_server
@@ -165,3 +173,75 @@ async def test_a_response_without_this_requests_answer_fails_it(
                 dispatcher.send_raw_request("tools/call", params, {"headers": headers}), 30
             )
     assert (failed.value.code, failed.value.message) == (code, message)
+
+
+# -- the SDK's client span -------------------------------------------------------------
+
+
+def _sent_meta(span: Any) -> dict[str, Any]:
+    """The `_meta` a request gets inside `span`, as the dispatcher fills it."""
+    meta: dict[str, Any] = {}
+    with span:
+        _otel.inject_trace_context(meta)
+    return meta
+
+
+@pytest.mark.parametrize("ambient", [False, True])
+def test_without_a_tracer_provider_a_request_carries_what_the_sdks_span_would_carry(
+    monkeypatch: pytest.MonkeyPatch, ambient: bool
+) -> None:
+    """No provider set: no span is opened, and `_meta` is what it is under the SDK's
+    no-op span: the caller's remote trace context if there is one, else nothing."""
+    monkeypatch.setattr(contained_http, "get_tracer_provider", trace.ProxyTracerProvider)
+    monkeypatch.setattr(_otel, "_tracer", trace.NoOpTracer())  # what a proxy without one uses
+    remote = trace.SpanContext(
+        trace_id=0x0AF7651916CD43DD8448EB211C80319C,
+        span_id=0xB7AD6B7169203331,
+        is_remote=True,
+        trace_flags=trace.TraceFlags(1),
+    )
+    token = (
+        otel_context.attach(trace.set_span_in_context(trace.NonRecordingSpan(remote)))
+        if ambient
+        else None
+    )
+    try:
+        sdk_span = _otel.otel_span(
+            "MCP send tools/call x",
+            kind=SpanKind.CLIENT,
+            attributes={"mcp.method.name": "tools/call", "jsonrpc.request.id": "7"},
+        )
+        expected = _sent_meta(sdk_span)
+        skipped = contained_http._client_span("tools/call", "x", 7)
+        assert isinstance(skipped, nullcontext)  # no span at all
+        assert _sent_meta(skipped) == expected
+    finally:
+        if token is not None:
+            otel_context.detach(token)
+    if ambient:
+        assert expected["traceparent"] == "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    else:
+        assert "traceparent" not in expected
+
+
+def test_with_a_tracer_provider_a_request_gets_the_sdks_client_span(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    exported = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exported))
+    monkeypatch.setattr(contained_http, "get_tracer_provider", lambda: provider)
+    monkeypatch.setattr(_otel, "_tracer", provider.get_tracer("mcp-python-sdk"))
+    meta = _sent_meta(contained_http._client_span("tools/call", "book_shipment", 3))
+    (span,) = exported.get_finished_spans()
+    assert span.name == "MCP send tools/call book_shipment"
+    assert span.kind == SpanKind.CLIENT
+    assert dict(span.attributes or {}) == {
+        "mcp.method.name": "tools/call",
+        "jsonrpc.request.id": "3",
+    }
+    context = span.context
+    assert context is not None
+    assert meta["traceparent"] == (
+        f"00-{context.trace_id:032x}-{context.span_id:016x}-{context.trace_flags:02x}"
+    )
