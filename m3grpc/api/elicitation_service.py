@@ -67,10 +67,8 @@ class ElicitationService(elicitation_service_pb2_grpc.ElicitationServiceServicer
         if request.page_size < 0:
             raise _invalid("page_size", "must not be negative")
         size = min(request.page_size or DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE)
-        if len(request.statuses) > MAX_STATUSES:
-            raise _invalid("statuses", f"must have at most {MAX_STATUSES} entries")
         try:
-            values = convert.MANAGED_INPUT_STATUS.models(request.statuses)
+            values = convert.MANAGED_INPUT_STATUS.models(request.statuses, at_most=MAX_STATUSES)
         except convert.WireValueError as exc:
             raise _invalid(f"statuses{exc.path}", exc.description) from None
         statuses = [ManagedInputStatus(value) for value in values]

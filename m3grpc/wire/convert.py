@@ -153,9 +153,13 @@ class EnumMap:
         """The model value, or None for UNSPECIFIED and numbers this build does not know."""
         return self._from_wire.get(number)
 
-    def models(self, numbers: Sequence[int]) -> list[str]:
-        """The model values of a repeated enum field's entries. UNSPECIFIED or a number
-        this build does not know raises `WireValueError` with the entry's path (`[2]`)."""
+    def models(self, numbers: Sequence[int], *, at_most: int) -> list[str]:
+        """The model values of a repeated enum field's entries. More than `at_most`
+        entries raises `WireValueError` before any is read (a 4 MB request carries
+        millions, and reading them would hold the event loop); UNSPECIFIED or a number
+        this build does not know raises it with the entry's path (`[2]`)."""
+        if len(numbers) > at_most:
+            raise WireValueError(f"must have at most {at_most} entries ({len(numbers)})")
         values: list[str] = []
         for index, number in enumerate(numbers):
             value = self._from_wire.get(number)

@@ -91,9 +91,7 @@ def kinds_model(numbers: Sequence[int]) -> frozenset[str] | None:
     does not know raises `WireValueError` (with the entry's path, `[2]`)."""
     if not numbers:
         return None
-    if len(numbers) > MAX_KINDS:
-        raise convert.WireValueError(f"must have at most {MAX_KINDS} entries ({len(numbers)})")
-    return frozenset(WATCH_EVENT_KIND.models(numbers))
+    return frozenset(WATCH_EVENT_KIND.models(numbers, at_most=MAX_KINDS))
 
 
 def event_from_message(message: execution_service_pb2.WatchPendingResponse) -> WatchEvent | None:

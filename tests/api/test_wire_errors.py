@@ -178,7 +178,7 @@ def test_unknown_enum_values_are_reported_as_unknown(stubs: Stubs) -> None:
         elicitation_service_pb2.ListRoundsRequest(statuses=[1] * 17),  # type: ignore[list-item]
         elicitation_service_pb2.ListRoundsRequest.DESCRIPTOR,
     )
-    assert found == {"statuses": "must have at most 16 entries"}
+    assert found == {"statuses": "must have at most 16 entries (17)"}
 
 
 # -- item 14: values the decoder or converter cannot take --------------------------------
