@@ -43,7 +43,7 @@ from m3grpc.runtime.notifier import (
     wait_for,
     woken_with,
 )
-from m3grpc.runtime.offload import offload
+from m3grpc.runtime.offload import offload, store_calls_on_loop
 from m3grpc.runtime.replica_wakes import ReplicaWakes
 from m3grpc.runtime.shared_poll import SAFETY_REREAD_SECONDS, SharedPoll
 from m3grpc.runtime.submission import spec_document, validate_submission
@@ -96,12 +96,16 @@ class Runtime:
         self._notifier: Notifier | None = None
         self._replica_wakes: ReplicaWakes | None = None
         self._poll: SharedPoll | None = None
+        self._on_loop = contextlib.ExitStack()
         # Lifecycle events (log lines, and the service's metrics as a listener).
         self.lifecycle = Lifecycle()
 
     # -- lifecycle ------------------------------------------------------------------
 
     async def start(self) -> None:
+        # SQLite store calls run on this loop from now on (m3grpc.runtime.offload).
+        self._on_loop = contextlib.ExitStack()
+        self._on_loop.enter_context(store_calls_on_loop(self.store.dialect == "sqlite"))
         self._notifier = Notifier(
             asyncio.get_running_loop(),
             listening_poll_interval=self.settings.listening_poll_interval,
@@ -143,6 +147,7 @@ class Runtime:
             if close is not None:
                 await close()
         self.store.remove_events_listener(self.notify_events)
+        self._on_loop.close()
 
     @property
     def notifier(self) -> Notifier:

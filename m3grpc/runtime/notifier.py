@@ -93,7 +93,13 @@ class Notifier:
         """Wake every waiter of `key` with `value` (what was committed, if the
         notifier knows; None: waiters read the database); safe from any thread."""
         if self._on_loop():
-            self._wake(key, value)
+            if key == EVENTS_KEY:
+                # The event log's readers after what the caller's callback wakes
+                # next (on SQLite a commit's listeners run on the loop: the answered
+                # round's worker, resumed with the commit, goes first).
+                self._loop.call_soon(self._wake, key, value)
+            else:
+                self._wake(key, value)
             return
         batch: list[tuple[str, object]] | None = getattr(self._batch, "wakes", None)
         if batch is not None:

@@ -1,4 +1,4 @@
-"""Store calls off the event loop, on threads of their own.
+"""Where a runtime's store calls run: on threads of their own, or (SQLite) on the loop.
 
 `asyncio.to_thread` runs on the loop's default executor: min(32, CPUs + 4) threads,
 six on a 2-core machine, shared with everything else the process offloads. With
@@ -7,6 +7,18 @@ other there, and each round waited for a free thread several times. These thread
 are the runtime's alone, as many as the SQLite engine's pooled connections
 (`m3grpc.storage.engine.SQLITE_POOL_SIZE`), so a store call waits only for the
 database, and no pooled connection is opened and closed again per call.
+
+On SQLite a runtime runs its store calls on the event loop's thread instead, each in
+a greenlet (`m3grpc.storage.loop_calls`), and only the commit (its fsync) leaves the
+loop: see `m3grpc.storage.group_commit`. A store call on a thread waited for the GIL
+after every statement while the loop held it, and its write transaction, which all
+writes take in turn, lasted that long: at 16 rounds in flight each of a round's four
+writes took 6-9 ms, where its own work is a few hundred microseconds. A SQLite
+statement outside a write's BEGIN and COMMIT does not wait on the disk, and BEGIN
+waits (on a thread) only while another process writes. PostgreSQL's statements wait on
+the network, so a runtime on PostgreSQL keeps its calls on the threads. A loop runs
+store calls on itself while every runtime started on it is a SQLite one
+(`store_calls_on_loop`); other callers of `offload` get threads, as before.
 """
 
 from __future__ import annotations
@@ -15,11 +27,14 @@ import asyncio
 import contextvars
 import functools
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from typing import ParamSpec, TypeVar
+from weakref import WeakKeyDictionary
 
 from m3grpc.storage.engine import SQLITE_POOL_SIZE
+from m3grpc.storage.loop_calls import call_on_loop
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -53,11 +68,40 @@ async def _run(
     return await loop.run_in_executor(executor, call)
 
 
+# Per loop: how many runtimes started on it run their store calls there (SQLite), and
+# how many do not (PostgreSQL). Calls go on the loop only with none of the latter.
+_LOOP_RUNTIMES: WeakKeyDictionary[asyncio.AbstractEventLoop, list[int]] = WeakKeyDictionary()
+
+
+@contextmanager
+def store_calls_on_loop(on_loop: bool) -> Iterator[None]:
+    """While open (a runtime's life), the running loop's store calls run on it if
+    `on_loop` and every other runtime's on this loop says so too."""
+    counts = _LOOP_RUNTIMES.setdefault(asyncio.get_running_loop(), [0, 0])
+    index = 0 if on_loop else 1
+    counts[index] += 1
+    try:
+        yield
+    finally:
+        counts[index] -= 1
+
+
+def _on_loop(loop: asyncio.AbstractEventLoop) -> bool:
+    counts = _LOOP_RUNTIMES.get(loop)
+    return counts is not None and counts[0] > 0 and counts[1] == 0
+
+
 async def offload(func: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
-    """`asyncio.to_thread` on the store's threads: same context variables, same result."""
+    """`asyncio.to_thread` on the store's threads (or, on SQLite, on the loop: see
+    above): same context variables, same result."""
+    if _on_loop(asyncio.get_running_loop()):
+        return await call_on_loop(func, *args, **kwargs)
     return await _run(_threads("m3-store", SQLITE_POOL_SIZE), func, *args, **kwargs)
 
 
 async def offload_lease(func: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
-    """`offload` for lease renewals, on threads no other store call queues on."""
+    """`offload` for lease renewals, on threads no other store call queues on (on the
+    loop there is no queue of threads: a renewal joins the next group like any write)."""
+    if _on_loop(asyncio.get_running_loop()):
+        return await call_on_loop(func, *args, **kwargs)
     return await _run(_threads("m3-lease", _LEASE_THREADS), func, *args, **kwargs)

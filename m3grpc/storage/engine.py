@@ -54,7 +54,7 @@ from sqlalchemy.pool import PoolProxiedConnection, QueuePool
 
 from m3grpc.errors import ConflictKind, ManagedInputConflict, StorageUnavailableError
 from m3grpc.storage import appended
-from m3grpc.storage.group_commit import GroupCommit, GroupFailed
+from m3grpc.storage.group_commit import BeginWouldWait, GroupCommit, GroupFailed
 from m3grpc.storage.schema import metadata
 from m3grpc.storage.schema_version import (
     REVISIONS,
@@ -323,20 +323,44 @@ def _committed(engine: Engine, conn: Connection) -> None:
 
 
 def _begin_write(
-    engine: Engine, held: PoolProxiedConnection | None
+    engine: Engine, held: PoolProxiedConnection | None, wait: bool = True
 ) -> tuple[Connection, RootTransaction]:
     """A connection in a write transaction (BEGIN IMMEDIATE on SQLite): on `held`,
-    a connection of the engine's pool kept checked out, else on a new checkout."""
+    a connection of the engine's pool kept checked out, else on a new checkout.
+
+    With `wait=False` BEGIN does not wait for another process's write lock (the
+    event loop's writers begin on the loop's thread): BeginWouldWait instead."""
     conn = engine.connect() if held is None else Connection(engine, connection=held)
     try:
         conn.info.pop(_EVENTS_APPENDED, None)  # left by a transaction that rolled back
         appended.take(conn)
         conn.info.pop(_CHANGES, None)
-        _sqlite_begin(conn, write=True)
+        if wait:
+            _sqlite_begin(conn, write=True)
+        else:
+            _sqlite_begin_now(conn)
         return conn, conn.begin()
     except BaseException:
         conn.close()
         raise
+
+
+def _sqlite_begin_now(conn: Connection) -> None:
+    """BEGIN IMMEDIATE with no busy wait: BeginWouldWait if another connection
+    (another process) holds the database's write lock."""
+    driver = conn.connection.driver_connection
+    (timeout_ms,) = driver.execute("PRAGMA busy_timeout").fetchone()  # type: ignore[union-attr]
+    driver.execute("PRAGMA busy_timeout = 0")  # type: ignore[union-attr]
+    try:
+        driver.execute("BEGIN IMMEDIATE")  # type: ignore[union-attr]
+    except sqlite3.OperationalError as exc:
+        if exc.sqlite_errorcode & 0xFF == sqlite3.SQLITE_BUSY:
+            raise BeginWouldWait from exc
+        raise DBAPIError.instance("BEGIN IMMEDIATE", (), exc, sqlite3.Error) from exc
+    except sqlite3.Error as exc:
+        raise DBAPIError.instance("BEGIN IMMEDIATE", (), exc, sqlite3.Error) from exc
+    finally:
+        driver.execute(f"PRAGMA busy_timeout = {int(timeout_ms)}")  # type: ignore[union-attr]
 
 
 def remove_commit_listener(engine: Engine, listener: CommitListener) -> None:

@@ -8,6 +8,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from sqlalchemy.util.concurrency import await_only
+
 from m3grpc import AsyncMCPTestKit, HttpServer
 from m3grpc.harness import HarnessTask
 from m3grpc.storage import SQLiteExecutionStore
@@ -24,7 +26,7 @@ def test_a_queue_of_executions_is_claimed_several_at_once(tmp_path: Path) -> Non
     async def scenario(url: str) -> None:
         store = SQLiteExecutionStore(tmp_path / "m3.sqlite")
         claim_next = store.claim_next
-        all_queued = threading.Event()
+        all_queued = asyncio.Event()
         lock = threading.Lock()
         in_flight = 0
         most = 0
@@ -32,8 +34,9 @@ def test_a_queue_of_executions_is_claimed_several_at_once(tmp_path: Path) -> Non
 
         def counted(**kwargs: Any) -> Any:
             nonlocal in_flight, most
-            # The first claim waits until the whole queue is there (a store thread).
-            assert all_queued.wait(60)
+            # The first claim waits until the whole queue is there (in its greenlet
+            # on the loop, as SQLite store calls run).
+            await_only(asyncio.wait_for(all_queued.wait(), 60))
             with lock:
                 in_flight += 1
                 most = max(most, in_flight)

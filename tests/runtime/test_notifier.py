@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy.util.concurrency import await_only
 
 from m3grpc import AsyncExecutionHandle, AsyncMCPTestKit, ElicitationResponse, HttpServer
 from m3grpc.runtime.notifier import EVENTS_KEY, Notifier, wait_for, woken_with
@@ -227,15 +228,17 @@ def test_the_worker_gets_the_answer_of_a_respond_cancelled_while_it_commits(
         store = SQLiteExecutionStore(tmp_path / "m3.sqlite")
         rounds = store.managed_input_store
         loop = asyncio.get_running_loop()
-        committed, release = asyncio.Event(), threading.Event()
+        committed, release = asyncio.Event(), asyncio.Event()
         reads: list[str] = []
         submit = rounds.submit_responses_detailed
         get_round = rounds.get_round
 
         def held_after_commit(*args: Any, **kwargs: Any) -> Any:
+            # On SQLite the store call runs in a greenlet on the loop: it waits
+            # there as a store thread would, without blocking the loop.
             submission = submit(*args, **kwargs)  # durable once this returns
-            loop.call_soon_threadsafe(committed.set)
-            release.wait(30)
+            loop.call_soon(committed.set)
+            await_only(asyncio.wait_for(release.wait(), 30))
             return submission
 
         def counted(*args: Any, **kwargs: Any) -> Any:

@@ -275,10 +275,14 @@ def test_closing_the_engine_while_writes_queue_lets_them_commit(engine: sa.Engin
     assert stored(engine) == [1, 2]
 
 
-def test_no_acknowledged_write_is_lost_when_the_process_is_killed(tmp_path: Path) -> None:
+@pytest.mark.parametrize("writers", ["threads", "loop"])
+def test_no_acknowledged_write_is_lost_when_the_process_is_killed(
+    tmp_path: Path, writers: str
+) -> None:
     database = tmp_path / "acked.sqlite"
+    mode = ["loop"] if writers == "loop" else []
     process = subprocess.Popen(
-        [sys.executable, "-m", "tests.storage.group_commit_writer", str(database), "12"],
+        [sys.executable, "-m", "tests.storage.group_commit_writer", str(database), "12", *mode],
         stdout=subprocess.PIPE,
         text=True,
         cwd=Path(__file__).resolve().parents[2],

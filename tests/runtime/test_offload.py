@@ -1,0 +1,64 @@
+"""Where a runtime's store calls run (m3grpc/runtime/offload.py): on the event loop's
+thread, in a greenlet, while every runtime started on the loop is a SQLite one; on the
+store's threads otherwise (PostgreSQL's statements wait on the network)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import threading
+
+from m3grpc.runtime.offload import offload, offload_lease, store_calls_on_loop
+
+CALLER = contextvars.ContextVar("caller", default="")
+
+
+def where() -> str:
+    return threading.current_thread().name
+
+
+def test_store_calls_run_on_the_loop_only_while_every_runtime_there_is_sqlite() -> None:
+    async def scenario() -> None:
+        main = threading.current_thread().name
+        assert (await offload(where)).startswith("m3-store")  # no runtime: threads
+        with store_calls_on_loop(True):
+            assert await offload(where) == main
+            assert await offload_lease(where) == main
+            with store_calls_on_loop(False):  # a PostgreSQL runtime joins the loop
+                assert (await offload(where)).startswith("m3-store")
+                assert (await offload_lease(where)).startswith("m3-lease")
+            assert await offload(where) == main
+        assert (await offload(where)).startswith("m3-store")
+
+    asyncio.run(scenario())
+
+
+def test_a_call_on_the_loop_sees_the_callers_context_and_changes_only_its_own() -> None:
+    def read_then_set() -> str:
+        seen = CALLER.get()
+        CALLER.set("changed by the call")
+        return seen
+
+    async def scenario() -> None:
+        CALLER.set("the caller")
+        with store_calls_on_loop(True):
+            assert await offload(read_then_set) == "the caller"
+        assert CALLER.get() == "the caller"
+
+    asyncio.run(scenario())
+
+
+def test_a_call_on_the_loop_raises_its_own_error_to_its_caller() -> None:
+    def fails() -> None:
+        raise LookupError("no such round")
+
+    async def scenario() -> None:
+        with store_calls_on_loop(True):
+            try:
+                await offload(fails)
+            except LookupError as exc:
+                assert str(exc) == "no such round"
+            else:
+                raise AssertionError("no error")
+
+    asyncio.run(scenario())

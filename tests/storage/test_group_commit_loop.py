@@ -1,0 +1,236 @@
+"""Group commit for writers on an event loop (m3grpc/storage/group_commit.py): a
+SQLite runtime's store calls run in greenlets on the loop's thread
+(m3grpc/runtime/offload.py), and their writes group as threads' do: one shared
+transaction and one commit for the writes that meet, each caller seeing only its
+own outcome, none returning before the commit holding its write is durable, and
+the loop never blocked while a commit or another process's write lock is waited for."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from sqlalchemy import event
+
+from m3grpc.errors import ConflictKind, ManagedInputConflict, StorageUnavailableError
+from m3grpc.runtime.offload import offload, store_calls_on_loop
+from m3grpc.storage.engine import create_store_engine, read_transaction, write_transaction
+from m3grpc.storage.group_commit import MAX_GROUP
+
+
+@pytest.fixture
+def engine(tmp_path: Path) -> Iterator[sa.Engine]:
+    engine = create_store_engine(tmp_path / "m3.sqlite")
+    with write_transaction(engine) as conn:
+        conn.exec_driver_sql("CREATE TABLE probe (x INTEGER PRIMARY KEY)")
+        conn.exec_driver_sql(
+            "CREATE TRIGGER end_all BEFORE INSERT ON probe WHEN NEW.x = 666 "
+            "BEGIN SELECT RAISE(ROLLBACK, 'the whole transaction ends'); END"
+        )
+    try:
+        yield engine
+    finally:
+        engine.dispose()
+
+
+def insert(engine: sa.Engine, *values: int, then: Exception | None = None) -> str:
+    """A store call: one write; returns the name of the thread it ran on."""
+    with write_transaction(engine) as conn:
+        for value in values:
+            conn.exec_driver_sql("INSERT INTO probe VALUES (?)", (value,))
+        if then is not None:
+            raise then
+    return threading.current_thread().name
+
+
+def stored(engine: sa.Engine) -> list[int]:
+    with read_transaction(engine) as conn:
+        return list(conn.exec_driver_sql("SELECT x FROM probe ORDER BY x").scalars())
+
+
+def commits_of(engine: sa.Engine) -> list[int]:
+    commits = [0]
+
+    def on_commit(_conn: sa.Connection) -> None:
+        commits[0] += 1
+
+    event.listen(engine, "commit", on_commit)
+    return commits
+
+
+def on_loop(scenario: Callable[[], Awaitable[None]]) -> None:
+    async def run() -> None:
+        with store_calls_on_loop(True):
+            await scenario()
+
+    asyncio.run(asyncio.wait_for(run(), 60))
+
+
+async def outcome(call: Awaitable[Any]) -> tuple[str, Any]:
+    try:
+        return ("ok", await call)
+    except Exception as exc:
+        return ("error", exc)
+
+
+def test_writes_that_meet_share_one_commit_each_with_its_own_outcome(engine: sa.Engine) -> None:
+    commits = commits_of(engine)
+    refusal = ManagedInputConflict("refused", conflict_kind=ConflictKind.CONCURRENT_UPDATE)
+
+    async def scenario() -> None:
+        outcomes = await asyncio.gather(
+            outcome(offload(insert, engine, 1)),
+            outcome(offload(insert, engine, 2, 1)),  # the constraint refuses the second 1
+            outcome(offload(insert, engine, 3, then=refusal)),
+            outcome(offload(insert, engine, 4)),
+        )
+        main = threading.current_thread().name
+        assert outcomes[0] == ("ok", main)  # run on the loop's thread, not a store thread
+        assert outcomes[3] == ("ok", main)
+        kind, error = outcomes[1]
+        assert kind == "error" and isinstance(error, StorageUnavailableError), error
+        assert outcomes[2] == ("error", refusal)  # its own exception, as raised
+
+    on_loop(scenario)
+    assert commits[0] == 1
+    assert stored(engine) == [1, 4]  # neither 2 nor 3: their writes were undone
+
+
+def test_a_write_that_ends_the_shared_transaction_fails_every_write_in_it(
+    engine: sa.Engine,
+) -> None:
+    async def scenario() -> None:
+        earlier = asyncio.ensure_future(outcome(offload(insert, engine, 1)))
+        ender = asyncio.ensure_future(outcome(offload(insert, engine, 666)))
+        later = asyncio.ensure_future(outcome(offload(insert, engine, 2)))
+        for name, task in (("earlier", earlier), ("ender", ender)):
+            kind, error = await task
+            assert kind == "error" and isinstance(error, StorageUnavailableError), (name, error)
+        # Not in the transaction SQLite rolled back: it joined no group that failed.
+        assert (await later)[0] == "ok"
+
+    on_loop(scenario)
+    assert stored(engine) == [2]
+
+
+def test_writes_arriving_during_a_commit_form_the_next_group(engine: sa.Engine) -> None:
+    commits = commits_of(engine)
+
+    async def scenario() -> None:
+        first = asyncio.ensure_future(offload(insert, engine, 0))
+        await asyncio.sleep(0)  # the first group opens and its commit starts
+        await asyncio.sleep(0)
+        rest = [
+            asyncio.ensure_future(offload(insert, engine, n)) for n in range(1, 2 * MAX_GROUP + 1)
+        ]
+        await asyncio.gather(first, *rest)
+
+    on_loop(scenario)
+    assert stored(engine) == list(range(2 * MAX_GROUP + 1))
+    # Grouped (at most MAX_GROUP a commit), not one commit per write.
+    assert 3 <= commits[0] <= 2 + 2 * MAX_GROUP // 4, commits[0]
+
+
+def test_a_write_is_durable_when_its_call_returns(engine: sa.Engine, tmp_path: Path) -> None:
+    async def scenario() -> None:
+        for n in range(5):
+            await offload(insert, engine, n)
+            # Another connection (as another process would) sees it at once.
+            with sqlite3.connect(tmp_path / "m3.sqlite") as other:
+                assert (n,) in list(other.execute("SELECT x FROM probe"))
+
+    on_loop(scenario)
+
+
+def test_loop_and_thread_writers_take_turns_without_deadlock(engine: sa.Engine) -> None:
+    async def scenario() -> None:
+        loop = asyncio.get_running_loop()
+        threads = [loop.run_in_executor(None, insert, engine, 1000 + n) for n in range(20)]
+        loops = [offload(insert, engine, n) for n in range(20)]
+        await asyncio.gather(*threads, *loops)
+
+    on_loop(scenario)
+    assert stored(engine) == list(range(20)) + list(range(1000, 1020))
+
+
+def test_a_write_inside_another_in_one_store_call_is_refused(engine: sa.Engine) -> None:
+    def nested() -> None:
+        with write_transaction(engine) as conn:
+            conn.exec_driver_sql("INSERT INTO probe VALUES (1)")
+            with pytest.raises(RuntimeError), write_transaction(engine):
+                pass
+
+    async def scenario() -> None:
+        await offload(nested)
+
+    on_loop(scenario)
+    assert stored(engine) == [1]
+
+
+def test_a_caller_cancelled_while_waiting_gets_its_write_done_as_on_a_thread(
+    engine: sa.Engine,
+) -> None:
+    async def scenario() -> None:
+        calls = [asyncio.ensure_future(offload(insert, engine, n)) for n in range(3)]
+        await asyncio.sleep(0)
+        calls[1].cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await calls[1]
+        await asyncio.gather(calls[0], calls[2])
+        # The call itself went on (a store call is not cut short): its write is stored.
+        for _ in range(100):
+            if stored(engine) == [0, 1, 2]:
+                break
+            await asyncio.sleep(0.01)
+
+    on_loop(scenario)
+    assert stored(engine) == [0, 1, 2]
+
+
+def test_another_processs_write_lock_is_waited_for_off_the_loop(
+    engine: sa.Engine, tmp_path: Path
+) -> None:
+    other = sqlite3.connect(tmp_path / "m3.sqlite", isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")  # another process's write lock
+    other.execute("INSERT INTO probe VALUES (100)")
+
+    async def scenario() -> None:
+        write = asyncio.ensure_future(offload(insert, engine, 1))
+        # The loop goes on meanwhile: these ticks would not run if BEGIN blocked it.
+        ticks = 0
+        started = time.monotonic()
+        while time.monotonic() - started < 0.3:
+            await asyncio.sleep(0.01)
+            ticks += 1
+        assert ticks >= 10 and not write.done()
+        other.execute("COMMIT")
+        await write
+
+    try:
+        on_loop(scenario)
+    finally:
+        other.close()
+    assert stored(engine) == [1, 100]
+
+
+def test_a_blocking_write_on_the_loops_thread_while_its_writers_hold_the_turn_is_refused(
+    engine: sa.Engine,
+) -> None:
+    # It would wait for a turn that only the loop it blocks can pass on.
+    async def scenario() -> None:
+        write = asyncio.ensure_future(offload(insert, engine, 1))
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)  # the loop's group is committing now
+        with pytest.raises(RuntimeError):
+            insert(engine, 2)
+        await write
+
+    on_loop(scenario)
+    assert stored(engine) == [1]
