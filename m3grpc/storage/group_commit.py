@@ -202,40 +202,11 @@ class GroupCommit:
             self._pass_turn()
             raise
         group.members += 1
-        first = group.members == 1
-        own_error: BaseException | None = None
         self._inside.active = True
         try:
-            if first:
-                # Nothing else is in the transaction yet: a failure rolls it all back.
-                try:
-                    yield group.conn
-                except BaseException as exc:
-                    own_error = exc
-            else:
-                # Straight to the driver: SQLAlchemy's savepoints cost more than the write.
-                driver = _driver(group.conn)
-                driver.execute("SAVEPOINT m3_write")
-                events_before = appended.mark(group.conn)
-                try:
-                    yield group.conn
-                except BaseException as exc:
-                    own_error = exc
-                    # Its events are undone too: the next member reuses their seqs.
-                    appended.drop_after(group.conn, events_before)
-                    driver.execute("ROLLBACK TO m3_write")
-                driver.execute("RELEASE m3_write")
-        except BaseException as exc:
-            if own_error is None:
-                own_error = exc  # SAVEPOINT, ROLLBACK TO or RELEASE failed
+            own_error = yield from _member(group)
         finally:
             self._inside.active = False
-        if own_error is not None and (first or not _in_transaction(group.conn)):
-            # The first write's failure ends the transaction (nothing else is in it);
-            # so does one after which SQLite rolled the whole transaction back (a full
-            # disk, an I/O error, a trigger's RAISE(ROLLBACK)): the earlier members'
-            # work is gone too.
-            group.failure = own_error
 
         ticket = self._hand_on(group) if group.failure is None else None
         if ticket is not None:
@@ -257,35 +228,11 @@ class GroupCommit:
             raise RuntimeError("a write transaction inside another in the same store call")
         loop = asyncio.get_running_loop()
         group = self._loop_join(engine, loop, after_commit)
-        first = group.members == 1
-        own_error: BaseException | None = None
         active = _LOOP_WRITE_ACTIVE.set(True)
         try:
-            if first:
-                try:
-                    yield group.conn
-                except BaseException as exc:
-                    own_error = exc
-            else:
-                driver = _driver(group.conn)
-                driver.execute("SAVEPOINT m3_write")
-                events_before = appended.mark(group.conn)
-                try:
-                    yield group.conn
-                except BaseException as exc:
-                    own_error = exc
-                    appended.drop_after(group.conn, events_before)
-                    driver.execute("ROLLBACK TO m3_write")
-                driver.execute("RELEASE m3_write")
-        except BaseException as exc:
-            if own_error is None:
-                own_error = exc  # SAVEPOINT, ROLLBACK TO or RELEASE failed
+            own_error = yield from _member(group)
         finally:
             _LOOP_WRITE_ACTIVE.reset(active)
-        if own_error is not None and (first or not _in_transaction(group.conn)):
-            # As for threads: the transaction is over, nobody else may join it.
-            group.failure = own_error
-            group.closed = True
         # A caller cancelled now has its write in the group all the same (as a
         # thread's write goes on when its awaiting caller is cancelled).
         committed: asyncio.Future[None] = loop.create_future()
@@ -464,16 +411,7 @@ class GroupCommit:
         if self._loop_state != "granted":
             return
         self._loop_state = "none"
-        writer = None
-        with self._mutex:
-            if self._queue:
-                self._queue.popleft().release()
-            else:
-                self._held = False
-                if self._closed:
-                    writer, self._writer = self._writer, None
-        if writer is not None:
-            _quietly(writer.close)
+        self._pass_turn()
 
     def _loop_wake(self) -> None:
         waiters, self._loop_waiters = self._loop_waiters, []
@@ -560,6 +498,45 @@ class GroupCommit:
                 self._writer = group.conn.connection
                 return
         _quietly(group.conn.close)
+
+
+def _member(group: _Group) -> Generator[Connection, None, BaseException | None]:
+    """One writer's work in `group`'s transaction (yields its connection); returns
+    the writer's own error, if any. The first member's work runs bare (nothing else is
+    in the transaction yet: a failure rolls it all back); a later one's in a
+    SAVEPOINT, so that its failure undoes only its own work. A failure after which the
+    transaction is over fails the whole group (`group.failure`), and it is closed."""
+    first = group.members == 1
+    own_error: BaseException | None = None
+    try:
+        if first:
+            try:
+                yield group.conn
+            except BaseException as exc:
+                own_error = exc
+        else:
+            # Straight to the driver: SQLAlchemy's savepoints cost more than the write.
+            driver = _driver(group.conn)
+            driver.execute("SAVEPOINT m3_write")
+            events_before = appended.mark(group.conn)
+            try:
+                yield group.conn
+            except BaseException as exc:
+                own_error = exc
+                # Its events are undone too: the next member reuses their seqs.
+                appended.drop_after(group.conn, events_before)
+                driver.execute("ROLLBACK TO m3_write")
+            driver.execute("RELEASE m3_write")
+    except BaseException as exc:
+        if own_error is None:
+            own_error = exc  # SAVEPOINT, ROLLBACK TO or RELEASE failed
+    if own_error is not None and (first or not _in_transaction(group.conn)):
+        # The first write's failure ends the transaction (nothing else is in it); so
+        # does one after which SQLite rolled the whole transaction back (a full disk,
+        # an I/O error, a trigger's RAISE(ROLLBACK)): the earlier members' work is gone.
+        group.failure = own_error
+        group.closed = True
+    return own_error
 
 
 async def _finished(work: asyncio.Future[None]) -> None:

@@ -31,15 +31,14 @@ from m3grpc.errors import (
 )
 from m3grpc.storage import SqlExecutionStore
 from m3grpc.storage.engine import (
-    create_store_engine,
     dispose_engine,
     queued_writers,
-    read_transaction,
     write_transaction,
 )
 from m3grpc.storage.group_commit import MAX_GROUP
 from m3grpc.types import ElicitationResponse, ManagedInputStatus
 from tests.storage.conftest import ACCEPT, ManualClock, make_lease, make_round, new_execution
+from tests.storage.probe import insert, probe_engine, stored
 
 MISSING_CITY = {
     "shipping_address": ElicitationResponse(action="accept", content={"street": "1 Main Street"})
@@ -159,30 +158,7 @@ def test_queued_responds_share_one_commit_each_with_its_own_outcome(
 
 @pytest.fixture
 def engine(tmp_path: Path) -> Iterator[sa.Engine]:
-    engine = create_store_engine(tmp_path / "m3.sqlite")
-    with write_transaction(engine) as conn:
-        conn.exec_driver_sql("CREATE TABLE probe (x INTEGER PRIMARY KEY)")
-        conn.exec_driver_sql(
-            "CREATE TRIGGER end_all BEFORE INSERT ON probe WHEN NEW.x = 666 "
-            "BEGIN SELECT RAISE(ROLLBACK, 'the whole transaction ends'); END"
-        )
-    try:
-        yield engine
-    finally:
-        engine.dispose()
-
-
-def insert(engine: sa.Engine, *values: int, then: Exception | None = None) -> None:
-    with write_transaction(engine) as conn:
-        for value in values:
-            conn.exec_driver_sql("INSERT INTO probe VALUES (?)", (value,))
-        if then is not None:
-            raise then
-
-
-def stored(engine: sa.Engine) -> list[int]:
-    with read_transaction(engine) as conn:
-        return list(conn.exec_driver_sql("SELECT x FROM probe ORDER BY x").scalars())
+    yield from probe_engine(tmp_path)
 
 
 def test_a_failed_write_undoes_only_its_own_work(engine: sa.Engine) -> None:

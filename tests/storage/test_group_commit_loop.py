@@ -21,38 +21,21 @@ from sqlalchemy import event
 
 from m3grpc.errors import ConflictKind, ManagedInputConflict, StorageUnavailableError
 from m3grpc.runtime.offload import offload, store_calls_on_loop
-from m3grpc.storage.engine import create_store_engine, read_transaction, write_transaction
+from m3grpc.storage.engine import write_transaction
 from m3grpc.storage.group_commit import MAX_GROUP
+from tests.storage.probe import insert as insert_probe
+from tests.storage.probe import probe_engine, stored
 
 
 @pytest.fixture
 def engine(tmp_path: Path) -> Iterator[sa.Engine]:
-    engine = create_store_engine(tmp_path / "m3.sqlite")
-    with write_transaction(engine) as conn:
-        conn.exec_driver_sql("CREATE TABLE probe (x INTEGER PRIMARY KEY)")
-        conn.exec_driver_sql(
-            "CREATE TRIGGER end_all BEFORE INSERT ON probe WHEN NEW.x = 666 "
-            "BEGIN SELECT RAISE(ROLLBACK, 'the whole transaction ends'); END"
-        )
-    try:
-        yield engine
-    finally:
-        engine.dispose()
+    yield from probe_engine(tmp_path)
 
 
 def insert(engine: sa.Engine, *values: int, then: Exception | None = None) -> str:
     """A store call: one write; returns the name of the thread it ran on."""
-    with write_transaction(engine) as conn:
-        for value in values:
-            conn.exec_driver_sql("INSERT INTO probe VALUES (?)", (value,))
-        if then is not None:
-            raise then
+    insert_probe(engine, *values, then=then)
     return threading.current_thread().name
-
-
-def stored(engine: sa.Engine) -> list[int]:
-    with read_transaction(engine) as conn:
-        return list(conn.exec_driver_sql("SELECT x FROM probe ORDER BY x").scalars())
 
 
 def commits_of(engine: sa.Engine) -> list[int]:

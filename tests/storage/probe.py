@@ -1,0 +1,41 @@
+"""A store engine with a `probe` table, for the group commit's tests: a write inserts
+numbers, and inserting 666 makes SQLite roll the whole transaction back (a trigger's
+RAISE(ROLLBACK)), as a full disk or an I/O error would."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import sqlalchemy as sa
+
+from m3grpc.storage.engine import create_store_engine, read_transaction, write_transaction
+
+
+def probe_engine(directory: Path) -> Iterator[sa.Engine]:
+    """The body of an `engine` fixture: the engine, disposed afterwards."""
+    engine = create_store_engine(directory / "m3.sqlite")
+    with write_transaction(engine) as conn:
+        conn.exec_driver_sql("CREATE TABLE probe (x INTEGER PRIMARY KEY)")
+        conn.exec_driver_sql(
+            "CREATE TRIGGER end_all BEFORE INSERT ON probe WHEN NEW.x = 666 "
+            "BEGIN SELECT RAISE(ROLLBACK, 'the whole transaction ends'); END"
+        )
+    try:
+        yield engine
+    finally:
+        engine.dispose()
+
+
+def stored(engine: sa.Engine) -> list[int]:
+    with read_transaction(engine) as conn:
+        return list(conn.exec_driver_sql("SELECT x FROM probe ORDER BY x").scalars())
+
+
+def insert(engine: sa.Engine, *values: int, then: Exception | None = None) -> None:
+    """One write of `values`; `then` raised inside it, after them."""
+    with write_transaction(engine) as conn:
+        for value in values:
+            conn.exec_driver_sql("INSERT INTO probe VALUES (?)", (value,))
+        if then is not None:
+            raise then
