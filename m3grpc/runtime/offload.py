@@ -31,7 +31,6 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import ParamSpec, TypeVar
-from weakref import WeakKeyDictionary
 
 from m3grpc.storage.engine import SQLITE_POOL_SIZE
 from m3grpc.storage.loop_calls import call_on_loop
@@ -69,21 +68,25 @@ async def _run(
 
 
 # Per loop: how many runtimes started on it run their store calls there (SQLite), and
-# how many do not (PostgreSQL). Calls go on the loop only with none of the latter.
-_LOOP_RUNTIMES: WeakKeyDictionary[asyncio.AbstractEventLoop, list[int]] = WeakKeyDictionary()
+# how many do not (PostgreSQL). Calls go on the loop only with none of the latter. (A
+# plain dict, emptied as runtimes stop: looked up on every call.)
+_LOOP_RUNTIMES: dict[asyncio.AbstractEventLoop, list[int]] = {}
 
 
 @contextmanager
 def store_calls_on_loop(on_loop: bool) -> Iterator[None]:
     """While open (a runtime's life), the running loop's store calls run on it if
     `on_loop` and every other runtime's on this loop says so too."""
-    counts = _LOOP_RUNTIMES.setdefault(asyncio.get_running_loop(), [0, 0])
+    loop = asyncio.get_running_loop()
+    counts = _LOOP_RUNTIMES.setdefault(loop, [0, 0])
     index = 0 if on_loop else 1
     counts[index] += 1
     try:
         yield
     finally:
         counts[index] -= 1
+        if counts == [0, 0]:
+            _LOOP_RUNTIMES.pop(loop, None)
 
 
 def _on_loop(loop: asyncio.AbstractEventLoop) -> bool:

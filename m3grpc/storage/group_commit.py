@@ -53,9 +53,9 @@ from typing import Literal
 from sqlalchemy.engine import Connection, Engine, RootTransaction
 from sqlalchemy.engine.interfaces import DBAPIConnection
 from sqlalchemy.pool import PoolProxiedConnection
-from sqlalchemy.util.concurrency import await_only, in_greenlet
 
 from m3grpc.storage import appended
+from m3grpc.storage.loop_calls import in_loop_call, suspend
 
 # At most this many writes share a transaction: the first of them waits for all
 # the others' work before its commit, and other processes wait for the whole group
@@ -179,7 +179,7 @@ class GroupCommit:
         connection, on the committing thread, before any member returns. Errors
         of this write's own work and of BEGIN propagate unchanged; GroupFailed
         when the commit failed (see the module docstring)."""
-        if in_greenlet():
+        if in_loop_call():
             yield from self._loop_write(engine, after_commit)
             return
         if getattr(self._inside, "active", False):
@@ -237,7 +237,7 @@ class GroupCommit:
         # thread's write goes on when its awaiting caller is cancelled).
         committed: asyncio.Future[None] = loop.create_future()
         group.loop_waiting.append(committed)
-        await_only(committed)
+        suspend(committed)
         if group.failure is not None and group.failure is not own_error:
             raise GroupFailed("the transaction it shared did not commit") from group.failure
         if own_error is not None:
@@ -267,7 +267,7 @@ class GroupCommit:
             waiter: asyncio.Future[None] = loop.create_future()
             self._loop_waiters.append(waiter)
             try:
-                await_only(waiter)
+                suspend(waiter)
             finally:
                 if not waiter.done():  # cancelled while waiting: nothing of it is written
                     with suppress(ValueError):
@@ -301,9 +301,9 @@ class GroupCommit:
                 # Another process writes: wait for its lock on the commit thread.
                 began = loop.run_in_executor(self._commit_thread(), self._begin, engine, None, True)
                 try:
-                    conn, transaction = await_only(asyncio.shield(began))
+                    conn, transaction = suspend(asyncio.shield(began))
                 except asyncio.CancelledError:
-                    await_only(asyncio.wait([began]))
+                    suspend(asyncio.wait([began]))
                     # This writer goes, but BEGIN went on: its group opens for the others.
                     if began.cancelled() or began.exception() is not None:
                         raise

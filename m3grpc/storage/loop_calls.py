@@ -1,10 +1,16 @@
-"""A store call on the event loop's thread, in a greenlet (SQLAlchemy's `greenlet_spawn`).
+"""A store call on the event loop's thread, in a greenlet of its own.
 
 Inside it the store's code is the same synchronous code a store thread runs; where it
-must wait (for the turn to write, for its group's commit: `group_commit`), it gives the
-loop back until then instead of blocking it. Only SQLite's calls run so (the runtime
-decides: `m3grpc.runtime.offload`): a SQLite statement outside a write's BEGIN and
-COMMIT does not wait on the disk, where PostgreSQL's wait on the network.
+must wait (for the turn to write, for its group's commit: `group_commit`), `suspend`
+gives the loop back until an awaitable is done, instead of blocking it. Only SQLite's
+calls run so (the runtime decides: `m3grpc.runtime.offload`): a SQLite statement
+outside a write's BEGIN and COMMIT does not wait on the disk, where PostgreSQL's wait
+on the network.
+
+A call that never waits (a read, a validation) runs to its end at once, in the
+caller's task. One that waits is driven on by a task of its own, which the caller
+awaits shielded: as on a thread, a caller cancelled while the call waits for its
+commit leaves the call to finish (a Respond's answer still wakes its worker).
 """
 
 from __future__ import annotations
@@ -12,27 +18,57 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import functools
-from collections.abc import Callable
-from typing import ParamSpec, TypeVar
+import sys
+from collections.abc import Awaitable, Callable
+from typing import Any, ParamSpec, TypeVar, cast
 
-from sqlalchemy.util.concurrency import greenlet_spawn
+import greenlet
 
 P = ParamSpec("P")
 T = TypeVar("T")
 
 
+class _StoreCall(greenlet.greenlet):  # type: ignore[misc]
+    """The greenlet of one store call; its parent is the loop's thread's greenlet."""
+
+
+def in_loop_call() -> bool:
+    """True inside a store call running on the loop (`call_on_loop`)."""
+    return isinstance(greenlet.getcurrent(), _StoreCall)
+
+
+def suspend(awaitable: Awaitable[T]) -> T:
+    """Wait for `awaitable` inside a store call on the loop, the loop going on meanwhile:
+    its result, or its exception raised here."""
+    current = greenlet.getcurrent()
+    if not isinstance(current, _StoreCall):
+        raise RuntimeError("suspend() outside a store call on the event loop")
+    return cast(T, current.parent.switch(awaitable))
+
+
 async def call_on_loop(func: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
     """`func(*args, **kwargs)` in a greenlet on the running loop, in a copy of the
-    caller's context (as `asyncio.to_thread`).
-
-    The call is a task of its own, shielded: as on a thread, a caller cancelled while
-    the call waits for its commit leaves the call to finish (a Respond's answer still
-    wakes its worker), where a greenlet in the caller's task would be cancelled with it."""
+    caller's context (as `asyncio.to_thread`)."""
     context = contextvars.copy_context()
-    call = functools.partial(context.run, func, *args, **kwargs)
-    task: asyncio.Task[T] = asyncio.get_running_loop().create_task(greenlet_spawn(call))
+    call = _StoreCall(functools.partial(context.run, func, *args, **kwargs), greenlet.getcurrent())
+    step = call.switch()
+    if call.dead:
+        return cast(T, step)
+    task = asyncio.get_running_loop().create_task(_drive(call, step))
     task.add_done_callback(_retrieved)  # a failure nobody awaits any more is dropped
-    return await asyncio.shield(task)
+    return cast(T, await asyncio.shield(task))
+
+
+async def _drive(call: Any, awaitable: Any) -> Any:
+    """Await what the call waits for, resume it with the outcome, until it ends."""
+    while not call.dead:
+        try:
+            value = await awaitable
+        except BaseException:
+            awaitable = call.throw(*sys.exc_info())
+        else:
+            awaitable = call.switch(value)
+    return awaitable
 
 
 def _retrieved(task: asyncio.Task[object]) -> None:

@@ -8,11 +8,10 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy.util.concurrency import await_only
-
 from m3grpc import AsyncMCPTestKit, HttpServer
 from m3grpc.harness import HarnessTask
 from m3grpc.storage import SQLiteExecutionStore
+from m3grpc.storage.loop_calls import suspend
 from m3grpc.types import ExecutionOutcome, ExecutionStatus, OperationResult
 from tests.support.mcp_processes import http_mcp_server
 
@@ -36,7 +35,7 @@ def test_a_queue_of_executions_is_claimed_several_at_once(tmp_path: Path) -> Non
             nonlocal in_flight, most
             # The first claim waits until the whole queue is there (in its greenlet
             # on the loop, as SQLite store calls run).
-            await_only(asyncio.wait_for(all_queued.wait(), 60))
+            suspend(asyncio.wait_for(all_queued.wait(), 60))
             with lock:
                 in_flight += 1
                 most = max(most, in_flight)

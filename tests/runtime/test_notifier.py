@@ -11,11 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy.util.concurrency import await_only
 
 from m3grpc import AsyncExecutionHandle, AsyncMCPTestKit, ElicitationResponse, HttpServer
 from m3grpc.runtime.notifier import EVENTS_KEY, Notifier, wait_for, woken_with
 from m3grpc.storage import SQLiteExecutionStore
+from m3grpc.storage.loop_calls import suspend
 from m3grpc.types import ExecutionOutcome
 from tests.runtime.conftest import text_of
 from tests.support.mcp_processes import http_mcp_server
@@ -238,7 +238,7 @@ def test_the_worker_gets_the_answer_of_a_respond_cancelled_while_it_commits(
             # there as a store thread would, without blocking the loop.
             submission = submit(*args, **kwargs)  # durable once this returns
             loop.call_soon(committed.set)
-            await_only(asyncio.wait_for(release.wait(), 30))
+            suspend(asyncio.wait_for(release.wait(), 30))
             return submission
 
         def counted(*args: Any, **kwargs: Any) -> Any:

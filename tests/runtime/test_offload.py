@@ -8,7 +8,10 @@ import asyncio
 import contextvars
 import threading
 
+import pytest
+
 from m3grpc.runtime.offload import offload, offload_lease, store_calls_on_loop
+from m3grpc.storage.loop_calls import suspend
 
 CALLER = contextvars.ContextVar("caller", default="")
 
@@ -60,5 +63,25 @@ def test_a_call_on_the_loop_raises_its_own_error_to_its_caller() -> None:
                 assert str(exc) == "no such round"
             else:
                 raise AssertionError("no error")
+
+    asyncio.run(scenario())
+
+
+def test_a_call_that_never_waits_runs_in_its_callers_task() -> None:
+    # A read or a validation costs no task of its own; only a call that waits (for
+    # its write's commit) is driven on by one (see test_group_commit_loop).
+    async def scenario() -> None:
+        caller = asyncio.current_task()
+        with store_calls_on_loop(True):
+            assert await offload(asyncio.current_task) is caller
+
+    asyncio.run(scenario())
+
+
+def test_suspend_outside_a_store_call_is_refused() -> None:
+    async def scenario() -> None:
+        future = asyncio.get_running_loop().create_future()
+        with pytest.raises(RuntimeError):
+            suspend(future)
 
     asyncio.run(scenario())
