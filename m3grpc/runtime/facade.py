@@ -96,7 +96,7 @@ class Runtime:
         self._notifier: Notifier | None = None
         self._replica_wakes: ReplicaWakes | None = None
         self._poll: SharedPoll | None = None
-        self._on_loop = contextlib.ExitStack()
+        self._store_calls_here = contextlib.ExitStack()
         # Lifecycle events (log lines, and the service's metrics as a listener).
         self.lifecycle = Lifecycle()
 
@@ -104,8 +104,8 @@ class Runtime:
 
     async def start(self) -> None:
         # SQLite store calls run on this loop from now on (m3grpc.runtime.offload).
-        self._on_loop = contextlib.ExitStack()
-        self._on_loop.enter_context(store_calls_on_loop(self.store.dialect == "sqlite"))
+        self._store_calls_here = contextlib.ExitStack()
+        self._store_calls_here.enter_context(store_calls_on_loop(self.store.dialect == "sqlite"))
         self._notifier = Notifier(
             asyncio.get_running_loop(),
             listening_poll_interval=self.settings.listening_poll_interval,
@@ -147,7 +147,7 @@ class Runtime:
             if close is not None:
                 await close()
         self.store.remove_events_listener(self.notify_events)
-        self._on_loop.close()
+        self._store_calls_here.close()
 
     @property
     def notifier(self) -> Notifier:
