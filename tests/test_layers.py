@@ -46,6 +46,7 @@ ALLOWED: dict[str, set[str]] = {
 LIGHT = {"models", "wire", "client", "cli_remote"}
 SERVER_ONLY = {
     "sqlalchemy",
+    "greenlet",
     "alembic",
     "jsonschema",
     "mcp",

@@ -59,12 +59,15 @@ def _threads(name: str, count: int) -> ThreadPoolExecutor:
 
 
 async def _run(
-    executor: ThreadPoolExecutor, func: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs
+    pool: str, threads: int, func: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs
 ) -> T:
+    """`func` on the loop (see `store_calls_on_loop`), else on the threads of `pool`."""
     loop = asyncio.get_running_loop()
+    if _on_loop(loop):
+        return await call_on_loop(func, *args, **kwargs)
     context = contextvars.copy_context()
     call = functools.partial(context.run, func, *args, **kwargs)
-    return await loop.run_in_executor(executor, call)
+    return await loop.run_in_executor(_threads(pool, threads), call)
 
 
 # Per loop: how many runtimes started on it run their store calls there (SQLite), and
@@ -97,14 +100,10 @@ def _on_loop(loop: asyncio.AbstractEventLoop) -> bool:
 async def offload(func: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
     """`asyncio.to_thread` on the store's threads (or, on SQLite, on the loop: see
     above): same context variables, same result."""
-    if _on_loop(asyncio.get_running_loop()):
-        return await call_on_loop(func, *args, **kwargs)
-    return await _run(_threads("m3-store", SQLITE_POOL_SIZE), func, *args, **kwargs)
+    return await _run("m3-store", SQLITE_POOL_SIZE, func, *args, **kwargs)
 
 
 async def offload_lease(func: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
     """`offload` for lease renewals, on threads no other store call queues on (on the
     loop there is no queue of threads: a renewal joins the next group like any write)."""
-    if _on_loop(asyncio.get_running_loop()):
-        return await call_on_loop(func, *args, **kwargs)
-    return await _run(_threads("m3-lease", _LEASE_THREADS), func, *args, **kwargs)
+    return await _run("m3-lease", _LEASE_THREADS, func, *args, **kwargs)

@@ -346,19 +346,18 @@ def _begin_write(
 
 
 def _sqlite_begin_now(conn: Connection) -> None:
-    """BEGIN IMMEDIATE with no busy wait: BeginWouldWait if another connection
-    (another process) holds the database's write lock."""
+    """`_sqlite_begin` for a write with no busy wait: BeginWouldWait if another
+    connection (another process) holds the database's write lock."""
     driver = conn.connection.driver_connection
     (timeout_ms,) = driver.execute("PRAGMA busy_timeout").fetchone()  # type: ignore[union-attr]
     driver.execute("PRAGMA busy_timeout = 0")  # type: ignore[union-attr]
     try:
-        driver.execute("BEGIN IMMEDIATE")  # type: ignore[union-attr]
-    except sqlite3.OperationalError as exc:
-        if exc.sqlite_errorcode & 0xFF == sqlite3.SQLITE_BUSY:
+        _sqlite_begin(conn, write=True)
+    except DBAPIError as exc:
+        orig = exc.orig
+        if isinstance(orig, sqlite3.Error) and orig.sqlite_errorcode & 0xFF == sqlite3.SQLITE_BUSY:
             raise BeginWouldWait from exc
-        raise DBAPIError.instance("BEGIN IMMEDIATE", (), exc, sqlite3.Error) from exc
-    except sqlite3.Error as exc:
-        raise DBAPIError.instance("BEGIN IMMEDIATE", (), exc, sqlite3.Error) from exc
+        raise
     finally:
         driver.execute(f"PRAGMA busy_timeout = {int(timeout_ms)}")  # type: ignore[union-attr]
 

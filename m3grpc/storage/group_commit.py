@@ -93,6 +93,7 @@ class _Group:
     # cancelled meanwhile drops only its own); closed once no writer may join it.
     loop_waiting: list[asyncio.Future[None]] = field(default_factory=list)
     closed: bool = False
+    after_commit: Callable[[Connection], None] | None = None  # a loop group's listeners
 
 
 class _LoopTicket:
@@ -107,7 +108,10 @@ class _LoopTicket:
         try:
             self._loop.call_soon_threadsafe(self._owner._loop_granted)
         except RuntimeError:  # the loop is closed: nobody there wants the turn
-            self._owner._queue_pass_locked()
+            self._owner._loop_ticket_queued = False
+            writer = self._owner._pass_locked()
+            if writer is not None:
+                _quietly(writer.close)
 
 
 _LoopState = Literal["none", "granted", "opening", "open", "committing"]
@@ -176,7 +180,8 @@ class GroupCommit:
         """A write inside the shared transaction, durable when this returns.
 
         `after_commit` runs once per commit, with the committed transaction's
-        connection, on the committing thread, before any member returns. Errors
+        connection, on the committing thread, before any member returns (for a loop
+        group: on the loop's thread, its members' resumptions scheduled but not run). Errors
         of this write's own work and of BEGIN propagate unchanged; GroupFailed
         when the commit failed (see the module docstring)."""
         if in_loop_call():
@@ -303,12 +308,11 @@ class GroupCommit:
                 try:
                     conn, transaction = suspend(asyncio.shield(began))
                 except asyncio.CancelledError:
+                    # BEGIN goes on, on the thread: once it ended, its transaction is
+                    # given up (closing the connection rolls it back), as below.
                     suspend(asyncio.wait([began]))
-                    # This writer goes, but BEGIN went on: its group opens for the others.
-                    if began.cancelled() or began.exception() is not None:
-                        raise
-                    conn, transaction = began.result()
-                    self._loop_start_group(loop, _Group(conn, transaction), after_commit)
+                    if not began.cancelled() and began.exception() is None:
+                        _quietly(began.result()[0].close)
                     raise
         except BaseException:
             if self._loop_state == "opening":  # no group: the turn goes, the others retry
@@ -316,42 +320,24 @@ class GroupCommit:
                 self._loop_release_if_idle()
                 self._loop_wake()
             raise
-        group = _Group(conn, transaction, members=1)
-        self._loop_start_group(loop, group, after_commit)
-        return group
-
-    def _loop_start_group(
-        self,
-        loop: asyncio.AbstractEventLoop,
-        group: _Group,
-        after_commit: Callable[[Connection], None],
-    ) -> None:
+        group = _Group(conn, transaction, members=1, after_commit=after_commit)
         self._loop_group = group
         self._loop_state = "open"
         # Writers waiting join it before its commit starts: their wake-ups are
         # scheduled ahead of the commit.
         self._loop_wake()
-        loop.call_soon(self._loop_commit_soon, loop, group, after_commit)
+        loop.call_soon(self._loop_commit_soon, loop, group)
+        return group
 
-    def _loop_commit_soon(
-        self,
-        loop: asyncio.AbstractEventLoop,
-        group: _Group,
-        after_commit: Callable[[Connection], None],
-    ) -> None:
+    def _loop_commit_soon(self, loop: asyncio.AbstractEventLoop, group: _Group) -> None:
         group.closed = True
         self._loop_group = None
         self._loop_state = "committing"
-        task = loop.create_task(self._loop_commit(loop, group, after_commit))
+        task = loop.create_task(self._loop_commit(loop, group))
         self._loop_tasks.add(task)
         task.add_done_callback(self._loop_tasks.discard)
 
-    async def _loop_commit(
-        self,
-        loop: asyncio.AbstractEventLoop,
-        group: _Group,
-        after_commit: Callable[[Connection], None],
-    ) -> None:
+    async def _loop_commit(self, loop: asyncio.AbstractEventLoop, group: _Group) -> None:
         """Commit (or roll back) a loop group on the commit thread, then release it.
 
         Its members are resumed before `after_commit` runs: their tasks are scheduled
@@ -375,9 +361,9 @@ class GroupCommit:
             for waiter in group.loop_waiting:
                 if not waiter.done():
                     waiter.set_result(None)
-            if committed:
+            if committed and group.after_commit is not None:
                 try:
-                    after_commit(group.conn)
+                    group.after_commit(group.conn)
                 except Exception:
                     # Committed all the same: the listeners' fault is not the writes'.
                     logger.exception("a commit listener failed")
@@ -419,14 +405,6 @@ class GroupCommit:
             if not waiter.done():
                 waiter.set_result(None)
 
-    def _queue_pass_locked(self) -> None:
-        """Pass the turn to the next in line; the caller holds the mutex."""
-        self._loop_ticket_queued = False
-        if self._queue:
-            self._queue.popleft().release()
-        else:
-            self._held = False
-
     def _commit_thread(self) -> ThreadPoolExecutor:
         # One thread: one group commits at a time.
         if self._committer is None:
@@ -459,16 +437,23 @@ class GroupCommit:
             return ticket
 
     def _pass_turn(self) -> None:
-        writer = None
         with self._mutex:
-            if self._queue:
-                self._queue.popleft().release()
-            else:
-                self._held = False
-                if self._closed:
-                    writer, self._writer = self._writer, None
+            writer = self._pass_locked()
         if writer is not None:
             _quietly(writer.close)
+
+    def _pass_locked(self) -> PoolProxiedConnection | None:
+        """Hand the turn to the next in line, or free it; the caller holds the mutex.
+        Returns the kept connection for the caller to close when the store is closed
+        and nobody holds the turn any more."""
+        if self._queue:
+            self._queue.popleft().release()
+            return None
+        self._held = False
+        if self._closed:
+            writer, self._writer = self._writer, None
+            return writer
+        return None
 
     def _finish(self, group: _Group, after_commit: Callable[[Connection], None]) -> None:
         """Commit (or, once failed, roll back) `group` and release its members."""

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import sqlalchemy as sa
+from sqlalchemy import event
 
 from m3grpc.storage.engine import create_store_engine, read_transaction, write_transaction
 
@@ -39,3 +40,14 @@ def insert(engine: sa.Engine, *values: int, then: Exception | None = None) -> No
             conn.exec_driver_sql("INSERT INTO probe VALUES (?)", (value,))
         if then is not None:
             raise then
+
+
+def count_commits(engine: sa.Engine) -> list[int]:
+    """A one-item list counting `engine`'s commits from now on."""
+    commits = [0]
+
+    def on_commit(_conn: sa.Connection) -> None:
+        commits[0] += 1
+
+    event.listen(engine, "commit", on_commit)
+    return commits

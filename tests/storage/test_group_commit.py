@@ -20,7 +20,6 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from sqlalchemy import event
 
 from m3grpc.errors import (
     ConflictKind,
@@ -38,7 +37,7 @@ from m3grpc.storage.engine import (
 from m3grpc.storage.group_commit import MAX_GROUP
 from m3grpc.types import ElicitationResponse, ManagedInputStatus
 from tests.storage.conftest import ACCEPT, ManualClock, make_lease, make_round, new_execution
-from tests.storage.probe import insert, probe_engine, stored
+from tests.storage.probe import count_commits, insert, probe_engine, stored
 
 MISSING_CITY = {
     "shipping_address": ElicitationResponse(action="accept", content={"street": "1 Main Street"})
@@ -78,16 +77,6 @@ class Writers:
             thread.join(60)
             assert not thread.is_alive(), f"{thread.name} still waits"
         return self.outcomes
-
-
-def count_commits(engine: sa.Engine) -> list[int]:
-    commits = [0]
-
-    def on_commit(_conn: sa.Connection) -> None:
-        commits[0] += 1
-
-    event.listen(engine, "commit", on_commit)
-    return commits
 
 
 @pytest.fixture

@@ -17,14 +17,13 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from sqlalchemy import event
 
 from m3grpc.errors import ConflictKind, ManagedInputConflict, StorageUnavailableError
 from m3grpc.runtime.offload import offload, store_calls_on_loop
 from m3grpc.storage.engine import write_transaction
 from m3grpc.storage.group_commit import MAX_GROUP
+from tests.storage.probe import count_commits, probe_engine, stored
 from tests.storage.probe import insert as insert_probe
-from tests.storage.probe import probe_engine, stored
 
 
 @pytest.fixture
@@ -36,16 +35,6 @@ def insert(engine: sa.Engine, *values: int, then: Exception | None = None) -> st
     """A store call: one write; returns the name of the thread it ran on."""
     insert_probe(engine, *values, then=then)
     return threading.current_thread().name
-
-
-def commits_of(engine: sa.Engine) -> list[int]:
-    commits = [0]
-
-    def on_commit(_conn: sa.Connection) -> None:
-        commits[0] += 1
-
-    event.listen(engine, "commit", on_commit)
-    return commits
 
 
 def on_loop(scenario: Callable[[], Awaitable[None]]) -> None:
@@ -64,7 +53,7 @@ async def outcome(call: Awaitable[Any]) -> tuple[str, Any]:
 
 
 def test_writes_that_meet_share_one_commit_each_with_its_own_outcome(engine: sa.Engine) -> None:
-    commits = commits_of(engine)
+    commits = count_commits(engine)
     refusal = ManagedInputConflict("refused", conflict_kind=ConflictKind.CONCURRENT_UPDATE)
 
     async def scenario() -> None:
@@ -104,7 +93,7 @@ def test_a_write_that_ends_the_shared_transaction_fails_every_write_in_it(
 
 
 def test_writes_arriving_during_a_commit_form_the_next_group(engine: sa.Engine) -> None:
-    commits = commits_of(engine)
+    commits = count_commits(engine)
 
     async def scenario() -> None:
         first = asyncio.ensure_future(offload(insert, engine, 0))
