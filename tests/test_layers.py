@@ -55,6 +55,7 @@ SERVER_ONLY = {
     "httpx",
     "httpx2",
     "httpcore2",
+    "httptools",
     "referencing",
     "grpc_health",
     "grpc_reflection",

@@ -484,6 +484,7 @@ async def serve(
         await service.stop(config.shutdown_grace_seconds)
         raise
     process_memory.freeze_startup_objects()
+    process_memory.collect_less_often()
     # Tests and scripts wait for this exact line (printed last).
     print(f"m3grpc serving on {service.address}", file=out, flush=True)
     try:

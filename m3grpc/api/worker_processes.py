@@ -132,6 +132,7 @@ async def run_workers(config: ServiceConfig, wake_fd: int | None = None) -> None
         if wake_fd is not None:
             HUB.connect([socket.socket(fileno=wake_fd)])
         process_memory.freeze_startup_objects()
+        process_memory.collect_less_often()
         await stop.wait()
     finally:
         await runtime.stop(config.shutdown_grace_seconds)

@@ -1,4 +1,4 @@
-"""HTTP/1.1 for the MCP HTTP clients: h11 on asyncio streams, one pool per event loop.
+"""HTTP/1.1 for the MCP HTTP clients: httptools on asyncio streams, one pool per event loop.
 
 Every direct connection of the MCP sessions (`http://` and `https://` servers; see
 `http_clients`) goes through it.
@@ -7,9 +7,9 @@ httpcore2's connection pool and HTTP/1.1 connection were about a third of the
 harness's CPU on legacy executions: its pool re-examines every connection it holds
 on each request and each response's end (a paused legacy execution holds two: its
 GET stream and its call), and each request goes through several layers of locks and
-state. This transport keeps only what the sessions need: h11 frames and parses the
-messages, asyncio's streams carry them, and idle connections wait in a list per
-(scheme, host, port), the last one used taken first.
+state. This transport keeps only what the sessions need: it frames the requests,
+httptools (llhttp) parses the responses, asyncio's streams carry them, and idle
+connections wait in a list per (scheme, host, port), the last one used taken first.
 
 What it keeps of httpcore2's behaviour: response bodies stream (an event stream stays
 open as long as the server keeps it: reads time out only when a read timeout is set,
@@ -57,12 +57,14 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import logging
+import re
 import ssl
 import time
+from collections import deque
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-import h11
+import httptools
 import httpx2
 
 log = logging.getLogger(__name__)
@@ -81,14 +83,66 @@ _REST_BYTES = 64 * 1024
 _Origin = tuple[bytes, bytes, int]
 
 
+class _Head:
+    """A response's status line and headers, with the two the transport reads itself
+    (their last value; None when absent)."""
+
+    __slots__ = ("content_length", "content_type", "headers", "reason", "status_code")
+
+    def __init__(self, status_code: int, reason: bytes, headers: list[tuple[bytes, bytes]]) -> None:
+        self.status_code = status_code
+        self.reason = reason
+        self.headers = headers
+        self.content_length: bytes | None = None
+        self.content_type: bytes | None = None
+
+
+class _ProtocolError(Exception):
+    """The server broke HTTP/1.1 (httpx2's RemoteProtocolError)."""
+
+
+class _LocalProtocolError(Exception):
+    """The request cannot be sent as HTTP/1.1 (httpx2's LocalProtocolError)."""
+
+
+# What `_Connection.next_event` gives after a head: body parts (bytes), then one of these.
+_END = object()  # the body's end: the connection may serve the next request
+_CLOSED = object()  # the body ended with the connection (a body framed by the close)
+
+# Where a connection is in its current exchange.
+_AWAITING_HEAD, _IN_BODY, _DONE = range(3)
+
+# RFC 9110's token (a method, a header's name) and the bytes a header's value may not
+# hold (those that would end it or the head early).
+_TOKEN = re.compile(rb"[-!#$%&'*+.^_`|~0-9A-Za-z]+")
+_VALUE_BREAKS = re.compile(rb"[\x00\r\n]")
+_TARGET_BREAKS = re.compile(rb"[\x00-\x20\x7f]")
+
+
 class _Connection:
-    """One TCP (or TLS) connection and its h11 state."""
+    """One TCP (or TLS) connection: it frames requests and parses responses with
+    httptools (llhttp, in C: h11's pure-Python parsing was a tenth of the service's CPU
+    on legacy executions). The parser calls back (`on_*`) as it reads; what it found
+    waits in `_events` for `next_event`."""
 
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.reader = reader
         self.writer = writer
-        self.h11 = h11.Connection(h11.CLIENT)
         self.idle_since = 0.0
+        self._parser = httptools.HttpResponseParser(self)
+        self._events: deque[object] = deque()
+        self._state = _AWAITING_HEAD
+        self._status = b""
+        self._fields: list[tuple[bytes, bytes]] = []
+        # The exchange under way: the request sent whole, the response's bytes so far,
+        # whether its body is framed by the connection's close, the server's end read,
+        # and whether both sides let the connection serve another request.
+        self._sent = False
+        self.received = 0
+        self._until_close = False
+        self._head_only = False
+        self.eof = False
+        self._keep_alive = True
 
     def stale(self) -> bool:
         """Whether an idle connection must not be reused: the server sent something
@@ -101,26 +155,46 @@ class _Connection:
             or bool(getattr(reader, "_buffer", b""))
         )
 
+    def reusable(self) -> bool:
+        """Whether the exchange ended cleanly and both sides keep the connection."""
+        return self._state == _DONE and self._sent and self._keep_alive and not self._events
+
     def close(self) -> None:
         self.writer.close()
 
     async def send(self, request: httpx2.Request, timeout: float | None) -> None:
-        headers = [(k, v) for k, v in request.headers.raw]
-        self._write(
-            h11.Request(method=request.method, target=request.url.raw_path, headers=headers)
-        )
+        self._start_exchange(request.method == "HEAD")
+        head, length, chunked = _request_head(request)
         stream = request.stream
         assert isinstance(stream, httpx2.AsyncByteStream)
-        async for chunk in stream:
-            self._write(h11.Data(data=chunk))
-            await self._drain(timeout)
-        self._write(h11.EndOfMessage())
+        if isinstance(stream, httpx2.ByteStream):
+            # In memory already: head and body leave in one write.
+            body = b"".join([chunk async for chunk in stream])
+            _check_length(length, chunked, len(body))
+            self.writer.write(head + (_chunked(body) + b"0\r\n\r\n" if chunked else body))
+        else:
+            self.writer.write(head)
+            sent = 0
+            async for chunk in stream:
+                if not chunk:
+                    continue
+                sent += len(chunk)
+                if not chunked and (length is None or sent > length):
+                    raise _LocalProtocolError("Too much data for declared Content-Length")
+                self.writer.write(_chunked(chunk) if chunked else chunk)
+                await self._drain(timeout)
+            _check_length(length, chunked, sent)
+            if chunked:
+                self.writer.write(b"0\r\n\r\n")
+        self._sent = True
         await self._drain(timeout)
 
-    def _write(self, event: h11.Event) -> None:
-        data = self.h11.send(event)
-        if data:
-            self.writer.write(data)
+    def _start_exchange(self, head_only: bool) -> None:
+        self._state = _AWAITING_HEAD
+        self._sent = False
+        self.received = 0
+        self._head_only = head_only
+        self._until_close = False
 
     async def _drain(self, timeout: float | None) -> None:
         if not self.writer.transport.get_write_buffer_size():
@@ -129,17 +203,138 @@ class _Connection:
             await self.writer.drain()
 
     async def next_event(self, timeout: float | None) -> object:
-        """The next h11 event (or sentinel), reading from the socket as it needs."""
-        while True:
-            event = self.h11.next_event()
-            if event is not h11.NEED_DATA:
-                return event
+        """The response's next part: a `_Head` (1xx ones first), body bytes, then
+        `_END` or `_CLOSED`; reads from the socket as it needs."""
+        events = self._events
+        while not events:
+            if self.eof:
+                return self._at_eof()
             if timeout is None:
                 data = await self.reader.read(_READ_BYTES)
             else:
                 async with asyncio.timeout(timeout):
                     data = await self.reader.read(_READ_BYTES)
-            self.h11.receive_data(data)  # b"": the server closed its end
+            if not data:
+                self.eof = True  # the server closed its end
+                continue
+            self.received += len(data)
+            try:
+                self._parser.feed_data(data)
+            except httptools.HttpParserUpgrade as exc:  # a 101: no request here asks for one
+                raise _ProtocolError("unexpected protocol switch") from exc
+            except httptools.HttpParserError as exc:
+                raise _ProtocolError(str(exc) or "malformed response") from exc
+        return events.popleft()
+
+    def _at_eof(self) -> object:
+        self._keep_alive = False
+        if self._state == _AWAITING_HEAD:
+            raise _ProtocolError(
+                "Server disconnected without sending a response."
+                if not self.received
+                else "peer closed connection without sending complete response head"
+            )
+        if self._state == _IN_BODY:
+            if not self._until_close:
+                raise _ProtocolError("peer closed connection without sending complete message body")
+            self._state = _DONE
+        return _CLOSED
+
+    # httptools' callbacks, in the order it makes them for a response.
+
+    def on_message_begin(self) -> None:
+        if self._state == _DONE:
+            self._keep_alive = False  # the server wrote past its response
+        self._status = b""
+        self._fields = []
+
+    def on_status(self, status: bytes) -> None:
+        self._status += status  # in parts when it spans reads
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._fields.append((name, value))
+
+    def on_headers_complete(self) -> None:
+        if self._state == _DONE:
+            return  # past the response (see on_message_begin): not given to anyone
+        code = self._parser.get_status_code()
+        head = _Head(code, self._status, self._fields)
+        self._events.append(head)
+        if code < 200:
+            return  # informational: the response proper follows
+        self._state = _IN_BODY
+        if self._head_only:
+            # No body follows a HEAD's response, whatever its headers say, and llhttp
+            # cannot be told so: the exchange ends here and the connection with it.
+            self._state = _DONE
+            self._keep_alive = False
+            self._events.append(_END)
+            return
+        chunked = False
+        for name, value in self._fields:
+            lower = name.lower()
+            if lower == b"content-length":
+                head.content_length = value
+            elif lower == b"content-type":
+                head.content_type = value
+            elif lower == b"transfer-encoding":
+                chunked = True
+        framed = chunked or head.content_length is not None
+        self._until_close = not framed and code not in (204, 304)
+
+    def on_body(self, body: bytes) -> None:
+        if self._state == _IN_BODY:
+            self._events.append(body)
+
+    def on_message_complete(self) -> None:
+        if self._state != _IN_BODY:
+            return  # an informational response's end, or one past the response
+        self._state = _DONE
+        if not self._parser.should_keep_alive():
+            self._keep_alive = False
+        self._events.append(_END)
+
+
+def _request_head(request: httpx2.Request) -> tuple[bytes, int | None, bool]:
+    """The request's head, its Content-Length (None if it has none) and whether its
+    body is chunked; `_LocalProtocolError` for what cannot be sent."""
+    method = request.method.encode("ascii")
+    target = request.url.raw_path
+    if not _TOKEN.fullmatch(method) or not target or _TARGET_BREAKS.search(target):
+        raise _LocalProtocolError(f"illegal request line: {method!r} {target!r}")
+    lines = [method, b" ", target, b" HTTP/1.1\r\n"]
+    length: int | None = None
+    chunked = False
+    for name, value in request.headers.raw:
+        if not _TOKEN.fullmatch(name) or _VALUE_BREAKS.search(value):
+            raise _LocalProtocolError(f"illegal header {name!r}")
+        lower = name.lower()
+        if lower == b"content-length":
+            if not value.strip().isdigit():
+                raise _LocalProtocolError(f"illegal Content-Length {value!r}")
+            length = int(value)
+        elif lower == b"transfer-encoding":
+            if value.strip().lower() != b"chunked":
+                raise _LocalProtocolError(f"unsupported Transfer-Encoding {value!r}")
+            chunked = True
+        lines += (name, b": ", value, b"\r\n")
+    if chunked and length is not None:
+        raise _LocalProtocolError("both Content-Length and Transfer-Encoding")
+    lines.append(b"\r\n")
+    return b"".join(lines), length, chunked
+
+
+def _check_length(length: int | None, chunked: bool, sent: int) -> None:
+    if chunked:
+        return
+    if sent > (length or 0):
+        raise _LocalProtocolError("Too much data for declared Content-Length")
+    if length is not None and sent < length:
+        raise _LocalProtocolError("Too little data for declared Content-Length")
+
+
+def _chunked(data: bytes) -> bytes:
+    return b"%x\r\n%s\r\n" % (len(data), data) if data else b""
 
 
 class Http11Transport(httpx2.AsyncBaseTransport):
@@ -197,11 +392,11 @@ class Http11Transport(httpx2.AsyncBaseTransport):
         origin: _Origin,
         connection: _Connection,
         request: httpx2.Request,
-        event: h11.Response,
+        event: _Head,
     ) -> httpx2.Response:
         headers = httpx2.Headers(event.headers)
         body = _Body(
-            self, origin, connection, request, read_rest=_rest_is_due(request.method, headers)
+            self, origin, connection, request, read_rest=_rest_is_due(request.method, event)
         )
         return httpx2.Response(
             event.status_code,
@@ -217,7 +412,7 @@ class Http11Transport(httpx2.AsyncBaseTransport):
         timeouts: dict[str, float | None],
         *,
         retry: bool,
-    ) -> h11.Response | None:
+    ) -> _Head | None:
         """Sends the request on `connection` and reads its response's head. A failure
         discards the connection and raises, except, when `retry`, a close or reset
         before any byte of a response: then None (the request may go again)."""
@@ -227,10 +422,10 @@ class Http11Transport(httpx2.AsyncBaseTransport):
                 await connection.send(request, timeouts.get("write"))
             with _mapped(request, httpx2.ReadError, httpx2.ReadTimeout):
                 event = await connection.next_event(timeouts.get("read"))
-                while isinstance(event, h11.InformationalResponse):
+                while isinstance(event, _Head) and event.status_code < 200:
                     informed = True
                     event = await connection.next_event(timeouts.get("read"))
-            if not isinstance(event, h11.Response):
+            if not isinstance(event, _Head):
                 raise httpx2.RemoteProtocolError(
                     "Server disconnected without sending a response.", request=request
                 )
@@ -293,9 +488,7 @@ class Http11Transport(httpx2.AsyncBaseTransport):
     def _release(self, origin: _Origin, connection: _Connection) -> None:
         """A response was read to its end: its connection waits for the next request,
         if both sides may go on."""
-        h = connection.h11
-        if h.our_state is h11.DONE and h.their_state is h11.DONE:
-            h.start_next_cycle()
+        if connection.reusable():
             idle = self._idle.setdefault(origin, [])
             if len(idle) < self._max_keepalive and connection in self._open:
                 connection.idle_since = time.monotonic()
@@ -339,9 +532,9 @@ class _Body(httpx2.AsyncByteStream):
             except BaseException:
                 self._close()
                 raise
-            if isinstance(event, h11.Data):
-                yield bytes(event.data)
-            elif isinstance(event, h11.EndOfMessage):
+            if isinstance(event, bytes):
+                yield event
+            elif event is _END:
                 self._connection = None
                 self._transport._release(self._origin, connection)
             else:  # ConnectionClosed: the body ended with the connection
@@ -368,7 +561,7 @@ class _Body(httpx2.AsyncByteStream):
 
 class _mapped:
     """Maps what a socket operation raises to httpx2's errors (`error` for an OS
-    error, `timeout` for a timeout; h11's protocol errors as httpx2's)."""
+    error, `timeout` for a timeout; protocol errors as httpx2's)."""
 
     def __init__(
         self,
@@ -393,34 +586,31 @@ class _mapped:
             raise self._timeout(message, request=request) from exc
         if isinstance(exc, OSError):  # ssl.SSLError included
             raise self._error(message, request=request) from exc
-        if isinstance(exc, h11.RemoteProtocolError):
+        if isinstance(exc, _ProtocolError):
             raise httpx2.RemoteProtocolError(message, request=request) from exc
-        if isinstance(exc, h11.LocalProtocolError):
+        if isinstance(exc, _LocalProtocolError):
             raise httpx2.LocalProtocolError(message, request=request) from exc
 
 
 def _closed_unanswered(connection: _Connection, error: httpx2.TransportError) -> bool:
-    """Whether `error` is the server's close (EOF, which h11 reports as a protocol
-    error with its receive side closed) or reset (an OS connection error), with not a
-    byte of a response received (h11's buffer holds what came and was not yet a
-    whole event)."""
-    unread, eof = connection.h11.trailing_data
-    if unread:
+    """Whether `error` is the server's close (its end read: a protocol error) or reset
+    (an OS connection error), with not a byte of a response received."""
+    if connection.received:
         return False
     if isinstance(error, httpx2.RemoteProtocolError):
-        return eof
+        return connection.eof
     return isinstance(error.__cause__, ConnectionError)
 
 
-def _rest_is_due(method: str, headers: httpx2.Headers) -> bool:
+def _rest_is_due(method: str, head: _Head) -> bool:
     """Whether what is left of a response's body, when it is closed unread, is due at
     once: a POST's event stream (it ends after the answer), or a short body of a known
     length (the SDK closes a 202 to a POSTed answer or notification unread)."""
-    length = headers.get("content-length")
+    length = head.content_length
     if length is not None:
         return length.isdigit() and int(length) <= _REST_BYTES
-    content_type = headers.get("content-type", "")
-    return method == "POST" and content_type.lower().startswith("text/event-stream")
+    content_type = head.content_type or b""
+    return method == "POST" and content_type.lower().startswith(b"text/event-stream")
 
 
 def _is_address(host: str) -> bool:

@@ -8,7 +8,7 @@ a client costs next to nothing to build.
 
 Without proxies in the environment, the sessions of an event loop also share its
 connections: one pool per loop (idle connections by scheme, host and port, `http://`
-and `https://` servers alike), HTTP/1.1 by h11 on asyncio's streams
+and `https://` servers alike), HTTP/1.1 by httptools on asyncio's streams
 (`http11_transport`). A session's own pool made every legacy execution open three or
 four TCP connections (its handshake, its GET stream, its call, the answers it POSTs
 while the call runs); from the shared pool a request takes any idle connection to its

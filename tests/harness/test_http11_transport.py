@@ -412,3 +412,156 @@ def test_it_connects_on_uvloop_by_name_and_by_address() -> None:
 
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
         assert runner.run(requests()) == ["ok 1", "ok 1", "ok 2"]
+
+
+class Replies:
+    """Answers each request on a connection with the next of `replies` (raw bytes, as
+    written), then closes if `close_after` is set; keeps every request it read (its
+    head, and its body with a chunked one's framing removed)."""
+
+    def __init__(self, *replies: bytes, close_after: bool = False) -> None:
+        self.replies = list(replies)
+        self.close_after = close_after
+        self.connections = 0
+        self.requests: list[tuple[bytes, bytes]] = []
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        try:
+            while self.replies:
+                head = await reader.readuntil(b"\r\n\r\n")
+                self.requests.append((head, await read_body(reader, head)))
+                writer.write(self.replies.pop(0))
+                await writer.drain()
+            if not self.close_after:
+                await reader.read()  # until the client closes
+        except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError):
+            pass  # (cancelled: the test ended before the client's close came)
+        finally:
+            writer.close()
+
+
+async def read_body(reader: asyncio.StreamReader, head: bytes) -> bytes:
+    fields = head.lower().split(b"\r\n")
+    for line in fields:
+        if line.startswith(b"content-length:"):
+            return await reader.readexactly(int(line.split(b":", 1)[1]))
+    if b"transfer-encoding: chunked" in fields:
+        body = b""
+        while size := int((await reader.readuntil(b"\r\n"))[:-2], 16):
+            body += (await reader.readexactly(size + 2))[:-2]
+        await reader.readexactly(2)
+        return body
+    return b""
+
+
+OK = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+
+
+async def test_bodies_framed_by_length_by_chunks_and_by_the_close_are_read_whole() -> None:
+    """The first two leave their connection for the next request; a body that ends
+    with the connection takes it along."""
+    server = Replies(
+        b"HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nlength",
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nchu\r\n4\r\nnked\r\n0\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\nuntil the close",
+        close_after=True,
+    )
+    async with serving(server) as url, client() as http:
+        bodies = [(await asyncio.wait_for(http.get(url), 10)).text for _ in range(3)]
+        server.replies.append(OK)
+        last = await asyncio.wait_for(http.get(url), 10)
+    assert bodies == ["length", "chunked", "until the close"]
+    assert last.text == "ok"
+    assert server.connections == 2
+
+
+async def test_informational_responses_come_before_the_answer() -> None:
+    server = Replies(
+        b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n" + OK
+    )
+    async with serving(server) as url, client() as http:
+        answer = await asyncio.wait_for(http.post(url, content=b"x"), 10)
+    assert (answer.status_code, answer.text) == (200, "ok")
+    assert answer.headers["content-length"] == "2"
+
+
+async def test_a_head_response_has_no_body_whatever_its_length_says() -> None:
+    server = Replies(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n", OK, close_after=True)
+    async with serving(server) as url, client() as http:
+        head = await asyncio.wait_for(http.head(url), 10)
+        after = await asyncio.wait_for(http.get(url), 10)
+    assert (head.status_code, head.headers["content-length"], head.content) == (200, "10", b"")
+    assert after.text == "ok"
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\nok",
+        b"HTTP/1.1 2OO OK\r\nContent-Length: 2\r\n\r\nok",
+        b"HTTP/1.1 200 OK\r\nBad Header\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+    ],
+)
+async def test_a_malformed_response_is_a_protocol_error(reply: bytes) -> None:
+    async with serving(Replies(reply)) as url, client() as http:
+        with pytest.raises(httpx2.RemoteProtocolError):
+            await asyncio.wait_for(http.get(url), 10)
+
+
+async def test_a_body_cut_short_by_the_close_is_a_protocol_error() -> None:
+    server = Replies(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nok", close_after=True)
+    async with serving(server) as url, client() as http:
+        with pytest.raises(httpx2.RemoteProtocolError, match="complete message body"):
+            await asyncio.wait_for(http.get(url), 10)
+
+
+async def test_bytes_past_the_response_cost_the_connection() -> None:
+    server = Replies(OK + b"HTTP/1.1 200 OK\r\n", OK, close_after=True)
+    async with serving(server) as url, client() as http:
+        answers = [(await asyncio.wait_for(http.get(url), 10)).text for _ in range(2)]
+    assert answers == ["ok", "ok"]
+    assert server.connections == 2
+
+
+async def test_a_streamed_request_body_goes_chunked_and_a_known_one_by_its_length() -> None:
+    async def parts() -> AsyncIterator[bytes]:
+        for part in (b"one ", b"", b"two"):
+            yield part
+
+    server = Replies(OK, OK)
+    async with serving(server) as url, client() as http:
+        await asyncio.wait_for(http.post(url, content=parts()), 10)
+        await asyncio.wait_for(http.post(url, json={"a": 1}), 10)
+    (streamed_head, streamed), (known_head, known) = server.requests
+    assert b"transfer-encoding: chunked" in streamed_head.lower()
+    assert streamed == b"one two"
+    assert b"\r\ncontent-length: 7\r\n" in known_head.lower()
+    assert known == b'{"a":1}'
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [{"x-token": "a\r\nx-injected: 1"}, {"x-token": "a\nb"}, {"bad name": "v"}, {"x": "a\x00"}],
+)
+async def test_a_header_that_would_break_the_request_head_is_refused_unsent(
+    headers: dict[str, str],
+) -> None:
+    server = Replies(OK)
+    async with serving(server) as url, client() as http:
+        with pytest.raises(httpx2.LocalProtocolError):
+            await asyncio.wait_for(http.get(url, headers=headers), 10)
+    assert server.requests == []
+
+
+async def test_a_body_longer_than_its_declared_length_is_refused() -> None:
+    async def parts() -> AsyncIterator[bytes]:
+        yield b"longer than three"
+
+    server = Replies(OK)
+    async with serving(server) as url, client() as http:
+        with pytest.raises(httpx2.LocalProtocolError, match="Too much data"):
+            await asyncio.wait_for(
+                http.post(url, content=parts(), headers={"content-length": "3"}), 10
+            )
