@@ -79,7 +79,8 @@ def test_two_processes_share_work_and_recover_a_dead_ones(tmp_path: Path) -> Non
     stubs = service.stubs()
     try:
         children = worker_children(service)
-        assert len(children) == 1, children
+        # (A dead child is a zombie with no command line: the log says why.)
+        assert len(children) == 1, (children, service.log_tail())
         wait_until_open(children[0], database)
         ledgers = [tmp_path / f"ledger-{i}.txt" for i in range(EXECUTIONS)]
         executions = [submit_ledger(stubs, ledger) for ledger in ledgers]
