@@ -23,6 +23,7 @@ import argparse
 import asyncio
 import contextlib
 import logging
+import os
 import signal
 import socket
 import subprocess
@@ -122,9 +123,16 @@ async def run_workers(config: ServiceConfig, wake_fd: int | None = None) -> None
         loop.add_signal_handler(signum, stop.set)
 
     def parent_gone() -> None:
-        with contextlib.suppress(Exception):
-            sys.stdin.buffer.read()
-        loop.call_soon_threadsafe(stop.set)
+        # The descriptor, not sys.stdin's buffered reader: a daemon thread blocked in
+        # the reader holds its lock, and the interpreter's shutdown then aborts the
+        # process ("could not acquire lock for <stdin> at interpreter shutdown").
+        with contextlib.suppress(OSError):
+            while os.read(stdin, 4096):
+                pass
+        with contextlib.suppress(RuntimeError):  # the loop closed first: stopping anyway
+            loop.call_soon_threadsafe(stop.set)
+
+    stdin = sys.stdin.fileno()
 
     threading.Thread(target=parent_gone, daemon=True, name="m3-parent-watch").start()
     try:

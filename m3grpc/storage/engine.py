@@ -175,7 +175,14 @@ def ensure_schema(engine: Engine, revisions: Sequence[str] = REVISIONS) -> None:
     head schema. A schema that is behind (or ahead) raises SchemaVersionError:
     `m3grpc db upgrade` migrates it, never a store on its own. Safe when several
     processes start at once (SQLite: BEGIN IMMEDIATE; PostgreSQL: an advisory lock).
+
+    A current schema is read and left without the write lock: a store opening a database
+    that another process writes (a worker process, a replica) does not wait for its
+    writes, nor fail when one holds the lock past the busy timeout.
     """
+    with read_transaction(engine) as conn:
+        if read_schema_status(conn, revisions).state is SchemaState.CURRENT:
+            return
     with write_transaction(engine) as conn:
         lock_schema(conn)
         status = read_schema_status(conn, revisions)

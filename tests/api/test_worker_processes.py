@@ -18,7 +18,9 @@ import time
 from pathlib import Path
 
 import grpc
+import pytest
 
+from m3grpc.devtools.serve_process import ServeProcess
 from m3grpc.wire.gen.m3.v1 import execution_pb2, execution_service_pb2
 
 from .conftest import ServerProcess, Stubs
@@ -27,7 +29,7 @@ from .test_round_resume import assert_resumed_once, resume_config, submit_ledger
 EXECUTIONS = 6
 
 
-def worker_children(service: ServerProcess) -> list[int]:
+def worker_children(service: ServeProcess) -> list[int]:
     """PIDs of the service's worker processes (its children running the module)."""
     assert service.process is not None
     pid = service.process.pid
@@ -38,6 +40,14 @@ def worker_children(service: ServerProcess) -> list[int]:
         if b"m3grpc.api.worker_processes" in cmdline:
             found.append(int(child))
     return found
+
+
+def _running(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state != "Z"
 
 
 def answered_where(ledger: Path) -> tuple[str, str]:
@@ -108,6 +118,32 @@ def test_two_processes_share_work_and_recover_a_dead_ones(tmp_path: Path) -> Non
     finally:
         stubs.close()
         assert service.terminate() == 0
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_signal_to_the_process_group_ends_every_process_cleanly(
+    tmp_path: Path, signum: int
+) -> None:
+    """Ctrl-C in a terminal (SIGINT), `timeout` and service managers (SIGTERM) signal the
+    whole process group: the worker process gets the signal with the service. Both end
+    cleanly; before, the worker aborted at its interpreter's shutdown ("Fatal Python
+    error": the thread watching its stdin held the buffered reader's lock)."""
+    database = tmp_path / "m3.sqlite"
+    config = resume_config(tmp_path, database, pool_size=1, processes=2)
+    log = tmp_path / "server.log"
+    service = ServeProcess(config, log=log, args=("--log-level", "info"), new_session=True)
+    service.start()
+    try:
+        (child,) = worker_children(service)
+        wait_until_open(child, database)
+        os.killpg(service.pid, signum)
+        assert service.process is not None
+        # The service waits for its worker processes before it exits.
+        assert service.process.wait(60) == 0, service.log_tail()
+        assert not _running(child)
+    finally:
+        service.stop()
+    assert "Fatal Python error" not in log.read_text(), service.log_tail()
 
 
 # Polling all but off: the workers', the waits' and WatchPending's (the runtime's own

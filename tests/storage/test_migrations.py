@@ -10,6 +10,7 @@ revision, handed to the same functions the CLI uses.
 from __future__ import annotations
 
 import shutil
+import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,7 +18,13 @@ import pytest
 import sqlalchemy as sa
 
 from m3grpc.storage import SqlExecutionStore
-from m3grpc.storage.engine import ensure_schema, open_engine, read_transaction
+from m3grpc.storage.engine import (
+    create_store_engine,
+    dispose_engine,
+    ensure_schema,
+    open_engine,
+    read_transaction,
+)
 from m3grpc.storage.migrate import PACKAGED, Migrations, schema_differences, upgrade_database
 from m3grpc.storage.schema import metadata
 from m3grpc.storage.schema_version import (
@@ -116,6 +123,27 @@ def test_a_store_on_an_empty_database_makes_the_same_schema(database: str) -> No
         assert _differences(engine) == []
     finally:
         engine.dispose()
+
+
+def test_a_store_opens_a_current_database_while_another_writer_holds_the_lock(
+    tmp_path: Path,
+) -> None:
+    """A worker process or a replica opening the database reads its schema without the
+    write lock: it neither waits for another process's write nor fails when that one
+    holds the lock past the busy timeout (a worker process died at start so)."""
+    path = tmp_path / "m3.sqlite"
+    SqlExecutionStore(str(path)).close()
+    writer = sqlite3.connect(path, isolation_level=None)
+    writer.execute("BEGIN IMMEDIATE")
+    try:
+        engine = create_store_engine(str(path), busy_timeout_ms=200)
+        try:
+            assert _status(engine) is SchemaState.CURRENT
+        finally:
+            dispose_engine(engine)
+    finally:
+        writer.execute("ROLLBACK")
+        writer.close()
 
 
 def test_a_database_from_before_migrations_is_adopted(database: str, engine: sa.Engine) -> None:
