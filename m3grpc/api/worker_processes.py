@@ -122,6 +122,8 @@ async def run_workers(config: ServiceConfig, wake_fd: int | None = None) -> None
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
 
+    stdin = sys.stdin.fileno()
+
     def parent_gone() -> None:
         # The descriptor, not sys.stdin's buffered reader: a daemon thread blocked in
         # the reader holds its lock, and the interpreter's shutdown then aborts the
@@ -131,8 +133,6 @@ async def run_workers(config: ServiceConfig, wake_fd: int | None = None) -> None
                 pass
         with contextlib.suppress(RuntimeError):  # the loop closed first: stopping anyway
             loop.call_soon_threadsafe(stop.set)
-
-    stdin = sys.stdin.fileno()
 
     threading.Thread(target=parent_gone, daemon=True, name="m3-parent-watch").start()
     try:

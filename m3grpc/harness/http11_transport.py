@@ -179,7 +179,7 @@ class _Connection:
                 if not chunk:
                     continue
                 sent += len(chunk)
-                if not chunked and (length is None or sent > length):
+                if _over_length(length, chunked, sent):
                     raise _LocalProtocolError("Too much data for declared Content-Length")
                 self.writer.write(_chunked(chunk) if chunked else chunk)
                 await self._drain(timeout)
@@ -262,14 +262,6 @@ class _Connection:
         self._events.append(head)
         if code < 200:
             return  # informational: the response proper follows
-        self._state = _IN_BODY
-        if self._head_only:
-            # No body follows a HEAD's response, whatever its headers say, and llhttp
-            # cannot be told so: the exchange ends here and the connection with it.
-            self._state = _DONE
-            self._keep_alive = False
-            self._events.append(_END)
-            return
         chunked = False
         for name, value in self._fields:
             lower = name.lower()
@@ -279,6 +271,14 @@ class _Connection:
                 head.content_type = value
             elif lower == b"transfer-encoding":
                 chunked = True
+        if self._head_only:
+            # No body follows a HEAD's response, whatever its headers say, and llhttp
+            # cannot be told so: the exchange ends here and the connection with it.
+            self._state = _DONE
+            self._keep_alive = False
+            self._events.append(_END)
+            return
+        self._state = _IN_BODY
         framed = chunked or head.content_length is not None
         self._until_close = not framed and code not in (204, 304)
 
@@ -324,12 +324,16 @@ def _request_head(request: httpx2.Request) -> tuple[bytes, int | None, bool]:
     return b"".join(lines), length, chunked
 
 
+def _over_length(length: int | None, chunked: bool, sent: int) -> bool:
+    """Whether `sent` bytes of body exceed what the head declared (none: no body)."""
+    return not chunked and sent > (length or 0)
+
+
 def _check_length(length: int | None, chunked: bool, sent: int) -> None:
-    if chunked:
-        return
-    if sent > (length or 0):
+    """The whole body sent matches the head's Content-Length (or its absence)."""
+    if _over_length(length, chunked, sent):
         raise _LocalProtocolError("Too much data for declared Content-Length")
-    if length is not None and sent < length:
+    if not chunked and length is not None and sent < length:
         raise _LocalProtocolError("Too little data for declared Content-Length")
 
 

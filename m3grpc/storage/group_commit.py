@@ -218,10 +218,7 @@ class GroupCommit:
             ticket.acquire()  # released once the group's commit ended
         else:
             self._finish(group, after_commit)
-        if group.failure is not None and group.failure is not own_error:
-            raise GroupFailed("the transaction it shared did not commit") from group.failure
-        if own_error is not None:
-            raise own_error
+        _raise_outcome(group, own_error)
 
     # -- writers on an event loop ----------------------------------------------------
 
@@ -243,10 +240,7 @@ class GroupCommit:
         committed: asyncio.Future[None] = loop.create_future()
         group.loop_waiting.append(committed)
         suspend(committed)
-        if group.failure is not None and group.failure is not own_error:
-            raise GroupFailed("the transaction it shared did not commit") from group.failure
-        if own_error is not None:
-            raise own_error
+        _raise_outcome(group, own_error)
 
     def _loop_join(
         self,
@@ -522,6 +516,15 @@ def _member(group: _Group) -> Generator[Connection, None, BaseException | None]:
         group.failure = own_error
         group.closed = True
     return own_error
+
+
+def _raise_outcome(group: _Group, own_error: BaseException | None) -> None:
+    """After a member's group ended: GroupFailed when the shared transaction did not
+    commit for another member's failure, else the member's own error, if any."""
+    if group.failure is not None and group.failure is not own_error:
+        raise GroupFailed("the transaction it shared did not commit") from group.failure
+    if own_error is not None:
+        raise own_error
 
 
 async def _finished(work: asyncio.Future[None]) -> None:
