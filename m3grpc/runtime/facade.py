@@ -56,6 +56,7 @@ from m3grpc.storage import (
     StoredEvent,
 )
 from m3grpc.storage.identifiers import require_identifier
+from m3grpc.storage.loop_calls import calls_finished
 from m3grpc.types import (
     ElicitationResponse,
     ExecutionResult,
@@ -147,6 +148,9 @@ class Runtime:
             if close is not None:
                 await close()
         self.store.remove_events_listener(self.notify_events)
+        # Store calls whose callers were cancelled above go on, on SQLite only while
+        # this loop runs (m3grpc.storage.loop_calls): their writes end before we return.
+        await calls_finished()
         self._store_calls_here.close()
 
     @property

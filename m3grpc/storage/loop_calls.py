@@ -10,7 +10,10 @@ on the network.
 A call that never waits (a read, a validation) runs to its end at once, in the
 caller's task. One that waits is driven on by a task of its own, which the caller
 awaits shielded: as on a thread, a caller cancelled while the call waits for its
-commit leaves the call to finish (a Respond's answer still wakes its worker).
+commit leaves the call to finish (a Respond's answer still wakes its worker). Unlike a
+thread's, such a call goes on only while its loop runs: whoever stops using the loop
+waits for them first (`calls_finished`), or a write left in its group would keep the
+store's write turn from every other writer for good.
 """
 
 from __future__ import annotations
@@ -26,6 +29,9 @@ import greenlet
 
 P = ParamSpec("P")
 T = TypeVar("T")
+
+# The tasks driving calls that wait, on every loop (each removed when done).
+_DRIVING: set[asyncio.Task[Any]] = set()
 
 
 class _StoreCall(greenlet.greenlet):  # type: ignore[misc]
@@ -55,8 +61,17 @@ async def call_on_loop(func: Callable[P, T], /, *args: P.args, **kwargs: P.kwarg
     if call.dead:
         return cast(T, step)
     task = asyncio.get_running_loop().create_task(_drive(call, step))
-    task.add_done_callback(_retrieved)  # a failure nobody awaits any more is dropped
+    _DRIVING.add(task)
+    task.add_done_callback(_ended)
     return cast(T, await asyncio.shield(task))
+
+
+async def calls_finished() -> None:
+    """Wait until no store call waits on the running loop: each one that was waiting
+    (its caller cancelled or not) has run to its end."""
+    loop = asyncio.get_running_loop()
+    while pending := [task for task in _DRIVING if task.get_loop() is loop]:
+        await asyncio.wait(pending)
 
 
 async def _drive(call: Any, awaitable: Any) -> Any:
@@ -71,6 +86,7 @@ async def _drive(call: Any, awaitable: Any) -> Any:
     return awaitable
 
 
-def _retrieved(task: asyncio.Task[object]) -> None:
+def _ended(task: asyncio.Task[Any]) -> None:
+    _DRIVING.discard(task)
     if not task.cancelled():
-        task.exception()
+        task.exception()  # a failure nobody awaits any more is dropped

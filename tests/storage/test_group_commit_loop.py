@@ -22,6 +22,7 @@ from m3grpc.errors import ConflictKind, ManagedInputConflict, StorageUnavailable
 from m3grpc.runtime.offload import offload, store_calls_on_loop
 from m3grpc.storage.engine import write_transaction
 from m3grpc.storage.group_commit import MAX_GROUP
+from m3grpc.storage.loop_calls import calls_finished
 from tests.storage.probe import count_commits, probe_engine, stored
 from tests.storage.probe import insert as insert_probe
 
@@ -164,6 +165,36 @@ def test_a_caller_cancelled_while_waiting_gets_its_write_done_as_on_a_thread(
 
     on_loop(scenario)
     assert stored(engine) == [0, 1, 2]
+
+
+def test_a_loop_closed_after_its_calls_ended_leaves_the_turn_to_other_writers(
+    engine: sa.Engine,
+) -> None:
+    """A write whose caller was cancelled goes on only while its loop runs. A loop
+    closed without cancelling its tasks (the sync kit's, after its runtime stopped)
+    must first wait for it (`calls_finished`, as `Runtime.stop` does): else its group
+    never commits and the store's write turn stays with the closed loop, and the next
+    writer, a thread, waits for it for good."""
+    loop = asyncio.new_event_loop()
+
+    async def scenario() -> None:
+        with store_calls_on_loop(True):
+            call = asyncio.ensure_future(offload(insert, engine, 1))
+            await asyncio.sleep(0)  # its write is in the open group, the commit to come
+            call.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await call
+            await calls_finished()
+
+    try:
+        loop.run_until_complete(scenario())
+    finally:
+        loop.close()
+    writer = threading.Thread(target=insert_probe, args=(engine, 2), daemon=True)
+    writer.start()
+    writer.join(30)
+    assert not writer.is_alive()
+    assert stored(engine) == [1, 2]
 
 
 def test_another_processs_write_lock_is_waited_for_off_the_loop(
