@@ -199,12 +199,18 @@ class AsyncMCPTestKit:
 # -- sync -------------------------------------------------------------------------------
 
 
+# Rounds of cancelling what is left on the kit's loop at exit (a task cancelled may
+# start others: a store write's commit); bounded so that a task that keeps starting
+# more cannot hold the exit.
+_TEARDOWN_ROUNDS = 10
+
+
 class _LoopThread:
     """An event loop in a daemon thread, for running the runtime behind a sync API."""
 
     def __init__(self) -> None:
         self.loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self.loop.run_forever, name="m3-kit", daemon=True)
+        self._thread = threading.Thread(target=self._run_forever, name="m3-kit", daemon=True)
         self._thread.start()
 
     def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
@@ -213,7 +219,26 @@ class _LoopThread:
     def close(self) -> None:
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join()
-        self.loop.close()
+
+    def _run_forever(self) -> None:
+        try:
+            self.loop.run_forever()
+        finally:
+            # As asyncio.run ends: the tasks left (the application's, and what a store
+            # write started before its caller returned) are cancelled and run to their
+            # end, and whatever they start meanwhile too, before the loop closes.
+            try:
+                for _ in range(_TEARDOWN_ROUNDS):
+                    left = [task for task in asyncio.all_tasks(self.loop) if not task.done()]
+                    if not left:
+                        break
+                    for task in left:
+                        task.cancel()
+                    self.loop.run_until_complete(asyncio.gather(*left, return_exceptions=True))
+                self.loop.run_until_complete(self.loop.shutdown_asyncgens())
+                self.loop.run_until_complete(self.loop.shutdown_default_executor())
+            finally:
+                self.loop.close()
 
 
 class ExecutionHandle:

@@ -62,6 +62,10 @@ from m3grpc.storage.loop_calls import in_loop_call, suspend
 # through their busy timeout.
 MAX_GROUP = 32
 
+# How often a thread waiting for the turn checks whether the event loop holding it
+# (or ahead in line) was closed meanwhile (`_reclaim_from_closed_loop`).
+_CLOSED_LOOP_CHECK_SECONDS = 1.0
+
 logger = logging.getLogger(__name__)
 
 # Set while a loop writer's work runs (in its store call's context): a write
@@ -149,6 +153,8 @@ class GroupCommit:
         self._loop_waiters: list[asyncio.Future[None]] = []
         self._loop_ticket_queued = False
         self._loop_tasks: set[asyncio.Task[None]] = set()
+        # The loop's group from BEGIN until its commit ended (open, then committing).
+        self._loop_current: _Group | None = None
         self._committer: ThreadPoolExecutor | None = None
 
     def close(self) -> None:
@@ -251,6 +257,7 @@ class GroupCommit:
         """The open loop group this writer joins (one more member), waiting while
         the loop's last group commits or a thread holds the turn."""
         if self._loop is not loop:
+            self._reclaim_from_closed_loop()
             if self._loop_state != "none" or self._loop_ticket_queued:
                 raise RuntimeError("writes of one store on two event loops at once")
             self._loop, self._loop_thread = loop, threading.get_ident()
@@ -315,7 +322,7 @@ class GroupCommit:
                 self._loop_wake()
             raise
         group = _Group(conn, transaction, members=1, after_commit=after_commit)
-        self._loop_group = group
+        self._loop_group = self._loop_current = group
         self._loop_state = "open"
         # Writers waiting join it before its commit starts: their wake-ups are
         # scheduled ahead of the commit.
@@ -362,6 +369,7 @@ class GroupCommit:
                     # Committed all the same: the listeners' fault is not the writes'.
                     logger.exception("a commit listener failed")
             self._keep_or_close(group)
+            self._loop_current = None
             self._loop_after_group()
 
     def _loop_after_group(self) -> None:
@@ -399,6 +407,43 @@ class GroupCommit:
             if not waiter.done():
                 waiter.set_result(None)
 
+    def _reclaim_from_closed_loop(self) -> None:
+        """Take back the turn, or the place in line, of an event loop closed before
+        its writers' groups ended (closed without its remaining tasks run, or stopped
+        for good): else every other writer of this store would wait for it for good.
+        Its group never committed; its members never returned (nothing of theirs
+        was acknowledged), so its transaction is rolled back."""
+        with self._mutex:
+            loop = self._loop
+            if loop is None or not loop.is_closed():
+                return
+            queued = self._loop_ticket_queued
+            tickets = [item for item in self._queue if isinstance(item, _LoopTicket)]
+            # The turn is the loop's once passed to its ticket, even if the loop (stopped
+            # then) never ran the callback that takes it (`_LoopTicket.release`).
+            held = self._loop_state != "none" or (queued and not tickets)
+            group, self._loop_current = self._loop_current, None
+            for ticket in tickets:
+                self._queue.remove(ticket)
+            self._loop = self._loop_thread = None
+            self._loop_state = "none"
+            self._loop_group = None
+            self._loop_waiters = []
+            self._loop_ticket_queued = False
+        if not (held or queued or group is not None):
+            return  # the closed loop had left the turn
+        logger.warning("a store's write turn was taken back from a closed event loop")
+        if group is not None:
+            # After a commit the commit thread may still be running on its connection.
+            committer = self._committer
+            if committer is None:
+                _quietly(group.conn.close)
+            else:
+                with suppress(RuntimeError):  # shut down by close(): nothing runs there
+                    committer.submit(_quietly, group.conn.close).result()
+        if held:
+            self._pass_turn()
+
     def _commit_thread(self) -> ThreadPoolExecutor:
         # One thread: one group commits at a time.
         if self._committer is None:
@@ -413,7 +458,9 @@ class GroupCommit:
             ticket = threading.Lock()
             ticket.acquire()
             self._queue.append(ticket)
-        ticket.acquire()  # released by the writer that hands the turn over
+        # Released by the writer that hands the turn over.
+        while not ticket.acquire(timeout=_CLOSED_LOOP_CHECK_SECONDS):
+            self._reclaim_from_closed_loop()
 
     def _hand_on(self, group: _Group) -> threading.Lock | None:
         """Give the turn to the next writer in line, to join `group`, if there is

@@ -12,8 +12,9 @@ caller's task. One that waits is driven on by a task of its own, which the calle
 awaits shielded: as on a thread, a caller cancelled while the call waits for its
 commit leaves the call to finish (a Respond's answer still wakes its worker). Unlike a
 thread's, such a call goes on only while its loop runs: whoever stops using the loop
-waits for them first (`calls_finished`), or a write left in its group would keep the
-store's write turn from every other writer for good.
+waits for them first (`calls_finished`). A write left in its group holds the store's
+write turn from every other writer until its loop is closed; only then is it taken
+back, the write not stored (`group_commit`).
 """
 
 from __future__ import annotations

@@ -237,3 +237,87 @@ def test_a_blocking_write_on_the_loops_thread_while_its_writers_hold_the_turn_is
 
     on_loop(scenario)
     assert stored(engine) == [1]
+
+
+def _write_in_thread(engine: sa.Engine, value: int) -> threading.Thread:
+    writer = threading.Thread(target=insert_probe, args=(engine, value), daemon=True)
+    writer.start()
+    return writer
+
+
+def test_a_loop_closed_with_its_group_open_gives_the_turn_back(engine: sa.Engine) -> None:
+    """A loop closed abruptly (without its remaining tasks run: `loop.close()` after a
+    `stop()`) while its group was open never commits it. Its writers never returned, so
+    nothing was acknowledged; the turn is taken back from the closed loop instead of
+    being held from every other writer of the store for good: a thread's, and one on
+    the next loop."""
+    loop = asyncio.new_event_loop()
+
+    async def scenario() -> None:
+        with store_calls_on_loop(True):
+            calls.append(asyncio.ensure_future(offload(insert, engine, 1)))
+            await asyncio.sleep(0)  # its write is in the open group, the commit to come
+
+    calls: list[asyncio.Future[Any]] = []
+    try:
+        loop.run_until_complete(scenario())
+    finally:
+        loop.close()
+    assert not calls[0].done()
+    writer = _write_in_thread(engine, 2)
+    writer.join(30)
+    assert not writer.is_alive()
+
+    async def next_loop() -> None:
+        await offload(insert, engine, 3)
+
+    on_loop(next_loop)
+    assert stored(engine) == [2, 3]
+
+
+def test_a_loop_stopped_while_the_turn_was_passed_to_it_gives_it_back_once_closed(
+    engine: sa.Engine,
+) -> None:
+    """The turn passed to a loop's place in line while that loop was stopped (its
+    callback taking the turn never runs): once the loop is closed, the next writer
+    takes the turn back."""
+    holding, release = threading.Event(), threading.Event()
+
+    def hold_the_turn() -> None:
+        with write_transaction(engine) as conn:
+            conn.exec_driver_sql("INSERT INTO probe VALUES (1)")
+            holding.set()
+            release.wait(30)
+
+    first = threading.Thread(target=hold_the_turn, daemon=True)
+    first.start()
+    assert holding.wait(30)
+
+    loop = asyncio.new_event_loop()
+    queued = threading.Event()
+    calls: list[asyncio.Future[Any]] = []
+
+    async def queue_behind_the_thread() -> None:
+        with store_calls_on_loop(True):
+            calls.append(asyncio.ensure_future(offload(insert, engine, 2)))
+            await asyncio.sleep(0)  # the loop's writer queued its ticket behind the thread
+            queued.set()
+            await asyncio.Event().wait()  # runs until the loop is stopped
+
+    def run_loop() -> None:
+        calls.append(loop.create_task(queue_behind_the_thread()))
+        loop.run_forever()
+
+    running = threading.Thread(target=run_loop, daemon=True)
+    running.start()
+    assert queued.wait(30)
+    loop.call_soon_threadsafe(loop.stop)
+    running.join(30)
+    release.set()  # the thread passes the turn to the stopped loop's ticket
+    first.join(30)
+    loop.close()
+
+    writer = _write_in_thread(engine, 3)
+    writer.join(30)
+    assert not writer.is_alive()
+    assert stored(engine) == [1, 3]
