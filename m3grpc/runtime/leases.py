@@ -12,3 +12,7 @@ class LeaseHolder:
     """The current lease; the heartbeat replaces it on renewal (same token, later expiry)."""
 
     lease: ManagedInputLease
+    # The write that ends the lease (the execution's finish) is under way: once it
+    # commits the lease is gone, and a renewal that finds it gone before the worker
+    # hears back is no loss (a lease lost for real refuses the finish itself).
+    ending: bool = False

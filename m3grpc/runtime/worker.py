@@ -401,8 +401,8 @@ class WorkerPool:
                 log.exception("lease renewal failed; retrying next interval")
                 continue
             for execution_id, holder in held.items():
-                if self._leases.get(execution_id) is not holder:
-                    continue  # finished meanwhile
+                if self._leases.get(execution_id) is not holder or holder.ending:
+                    continue  # finished, or finishing, meanwhile
                 if execution_id in self._stop_reasons:
                     continue  # already stopping: a second cancel would cut its cleanup
                 if execution_id not in renewed:
@@ -531,6 +531,7 @@ class WorkerPool:
             if result.failure_code:
                 span.fail(result.failure_code)
             await self._ensure_lease(execution_id)
+            lease.ending = True
             try:
                 # WatchPending sends its execution_finished event from the state
                 # handed over, not read back (see Notifier.handing_over).

@@ -2,18 +2,23 @@
 execution: the lease renews before the round is written (found by the crash
 campaign, tests/campaigns: a fresh replica on a starved machine failed its first
 executions with `managed_input_conflict`, "cannot create a round under an
-expired lease")."""
+expired lease"). And a renewal that finds the lease gone because the execution's
+finish just committed is no lost lease."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from m3grpc import MCPTestKit
+from m3grpc.runtime.lifecycle import LifecycleEvent
 from m3grpc.storage import SQLiteExecutionStore
-from m3grpc.types import ExecutionStatus, ManagedInputStatus
-from tests.runtime.conftest import submit_tool, wait_pending
+from m3grpc.storage.loop_calls import suspend
+from m3grpc.types import ExecutionOutcome, ExecutionStatus, ManagedInputStatus
+from tests.runtime.conftest import book_shipment_managed, mcp_server, submit_tool, wait_pending
 
 # Long: the heartbeat (every lease / 3) never runs during the test, only the
 # renewal before the round can rescue the lapsed lease.
@@ -50,5 +55,45 @@ def test_a_lease_lapsed_before_the_round_renews(tmp_path: Path) -> None:
             record = store.managed_input_store.get_round(pending.round_id)
             assert record.status is ManagedInputStatus.PENDING
             assert record.lease is not None and record.lease.expires_at > clock()
+    finally:
+        store.close()
+
+
+# The heartbeat renews every lease / 3 (0.3 s): several run while a finish's return is held.
+SHORT_LEASE_SECONDS = 0.9
+FINISH_RETURN_HELD_SECONDS = 1.5
+
+
+class FinishReturnsLate(SQLiteExecutionStore):
+    """A store whose finish returns to its worker a while after it committed (on the
+    loop, which goes on meanwhile): as a finish whose caller resumes after a renewal
+    already found the lease gone with it (seen under load on PostgreSQL, where they
+    run on threads)."""
+
+    def finish(self, *args: Any, **kwargs: Any) -> Any:
+        finished = super().finish(*args, **kwargs)
+        suspend(asyncio.sleep(FINISH_RETURN_HELD_SECONDS))
+        return finished
+
+    def finish_settling(self, *args: Any, **kwargs: Any) -> Any:
+        finished = super().finish_settling(*args, **kwargs)
+        suspend(asyncio.sleep(FINISH_RETURN_HELD_SECONDS))
+        return finished
+
+
+def test_a_renewal_during_the_finish_is_no_lost_lease(tmp_path: Path) -> None:
+    store = FinishReturnsLate(tmp_path / "executions.sqlite")
+    events: list[LifecycleEvent] = []
+    try:
+        with MCPTestKit(
+            store=store, env={}, poll_interval=0.05, lease_seconds=SHORT_LEASE_SECONDS
+        ) as kit:
+            kit._async_kit.runtime.lifecycle.subscribe(events.append)
+            _round_id, result = book_shipment_managed(kit, mcp_server("shipping"))
+        assert result.outcome is ExecutionOutcome.SUCCEEDED
+        names = [event.name for event in events]
+        assert "execution.lease_lost" not in names
+        finished = [event for event in events if event.name == "execution.finished"]
+        assert [event.fields["outcome"] for event in finished] == ["succeeded"]
     finally:
         store.close()
