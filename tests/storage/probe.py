@@ -4,6 +4,7 @@ RAISE(ROLLBACK)), as a full disk or an I/O error would."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -51,3 +52,21 @@ def count_commits(engine: sa.Engine) -> list[int]:
 
     event.listen(engine, "commit", on_commit)
     return commits
+
+
+def hold_the_turn(engine: sa.Engine, value: int) -> tuple[threading.Thread, threading.Event]:
+    """A thread whose write (of `value`) holds the write turn, inside its transaction,
+    until the returned event is set (at most 30 s); returns once it holds it."""
+    holding, release = threading.Event(), threading.Event()
+
+    def write() -> None:
+        with write_transaction(engine) as conn:
+            conn.exec_driver_sql("INSERT INTO probe VALUES (?)", (value,))
+            holding.set()
+            release.wait(30)
+
+    writer = threading.Thread(target=write, daemon=True)
+    writer.start()
+    if not holding.wait(30):
+        raise AssertionError("the write never began")
+    return writer, release

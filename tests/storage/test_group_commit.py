@@ -37,7 +37,7 @@ from m3grpc.storage.engine import (
 from m3grpc.storage.group_commit import MAX_GROUP
 from m3grpc.types import ElicitationResponse, ManagedInputStatus
 from tests.storage.conftest import ACCEPT, ManualClock, make_lease, make_round, new_execution
-from tests.storage.probe import count_commits, insert, probe_engine, stored
+from tests.storage.probe import count_commits, hold_the_turn, insert, probe_engine, stored
 
 MISSING_CITY = {
     "shipping_address": ElicitationResponse(action="accept", content={"street": "1 Main Street"})
@@ -213,17 +213,7 @@ def test_closing_the_engine_while_writes_queue_lets_them_commit(engine: sa.Engin
     # The store's close() returns the connection its writers keep between commits;
     # it must not take a writer's place in the queue: a writer handing the turn on
     # to it would wait for a commit that never comes.
-    holding, release = threading.Event(), threading.Event()
-
-    def hold_the_turn() -> None:
-        with write_transaction(engine) as conn:
-            conn.exec_driver_sql("INSERT INTO probe VALUES (1)")
-            holding.set()
-            release.wait(30)
-
-    first = threading.Thread(target=hold_the_turn, daemon=True)
-    first.start()
-    assert holding.wait(30)
+    first, release = hold_the_turn(engine, 1)
     second = threading.Thread(target=insert, args=(engine, 2), daemon=True)
     second.start()
     deadline = time.monotonic() + 30

@@ -23,7 +23,7 @@ from m3grpc.runtime.offload import offload, store_calls_on_loop
 from m3grpc.storage.engine import write_transaction
 from m3grpc.storage.group_commit import MAX_GROUP
 from m3grpc.storage.loop_calls import calls_finished
-from tests.storage.probe import count_commits, probe_engine, stored
+from tests.storage.probe import count_commits, hold_the_turn, probe_engine, stored
 from tests.storage.probe import insert as insert_probe
 
 
@@ -281,18 +281,7 @@ def test_a_loop_stopped_while_the_turn_was_passed_to_it_gives_it_back_once_close
     """The turn passed to a loop's place in line while that loop was stopped (its
     callback taking the turn never runs): once the loop is closed, the next writer
     takes the turn back."""
-    holding, release = threading.Event(), threading.Event()
-
-    def hold_the_turn() -> None:
-        with write_transaction(engine) as conn:
-            conn.exec_driver_sql("INSERT INTO probe VALUES (1)")
-            holding.set()
-            release.wait(30)
-
-    first = threading.Thread(target=hold_the_turn, daemon=True)
-    first.start()
-    assert holding.wait(30)
-
+    first, release = hold_the_turn(engine, 1)
     loop = asyncio.new_event_loop()
     queued = threading.Event()
     calls: list[asyncio.Future[Any]] = []
