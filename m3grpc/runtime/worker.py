@@ -310,7 +310,12 @@ class WorkerPool:
                             "the service shut down before the execution finished",
                         ),
                     )
-                    task.cancel()
+                    # Not a second cancel for one cancelled already (a Cancel, or
+                    # the handover above): it would cut the clean-up it is running.
+                    # The MCP SDK's stdio client stops its server in a shield that a
+                    # task's cancel still breaks, and then waits for the server's
+                    # stdout to close for good (the server never told to exit).
+                    self.cancel(execution_id)
             if still_running:
                 await asyncio.wait(still_running)
 
