@@ -199,9 +199,12 @@ class GroupCommit:
         if self._loop_thread == threading.get_ident() and (
             self._loop_state != "none" or self._loop_ticket_queued
         ):
-            # Blocking the loop's thread for the turn the loop's own writers hold
-            # (or queue for) would never end either.
-            raise RuntimeError("a blocking write on the thread of the event loop writing")
+            # (A loop closed since: its thread's id may be another thread's now.)
+            self._reclaim_from_closed_loop()
+            if self._loop_state != "none" or self._loop_ticket_queued:
+                # Blocking the loop's thread for the turn the loop's own writers
+                # hold (or queue for) would never end either.
+                raise RuntimeError("a blocking write on the thread of the event loop writing")
         self._take_turn()
         try:
             group = self._group

@@ -239,6 +239,8 @@ def test_kinds_send_only_the_events_asked_for(server: ServerProcess) -> None:
     outcomes = Watcher(stubs, kinds=(LEFT, FINISHED, LEFT))  # repeats are ignored
     finishes = Watcher(stubs, kinds=(FINISHED,))
     stubs.respond(r1, "k1")
+    # e1 finished before e2 starts: the log's order below is then e1's events, r2's.
+    assert stubs.result(e1).outcome == execution_pb2.EXECUTION_OUTCOME_SUCCEEDED
     e2 = stubs.submit_managed()
     r2 = stubs.wait_pending(e2).round_id
 

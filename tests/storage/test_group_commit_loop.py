@@ -310,3 +310,25 @@ def test_a_loop_stopped_while_the_turn_was_passed_to_it_gives_it_back_once_close
     writer.join(30)
     assert not writer.is_alive()
     assert stored(engine) == [1, 3]
+
+
+def test_a_write_on_the_thread_of_a_loop_closed_holding_the_turn_takes_it_back(
+    engine: sa.Engine,
+) -> None:
+    """A blocking write on the thread of a loop whose writers hold the turn is refused
+    (it would wait for good); once that loop is closed, the turn is taken back instead.
+    (Thread ids are reused: a new thread can have the id of a closed loop's thread.)"""
+    loop = asyncio.new_event_loop()
+    calls: list[asyncio.Future[Any]] = []
+
+    async def scenario() -> None:
+        with store_calls_on_loop(True):
+            calls.append(asyncio.ensure_future(offload(insert, engine, 1)))
+            await asyncio.sleep(0)  # its write is in the open group, the commit to come
+
+    try:
+        loop.run_until_complete(scenario())  # on this thread
+    finally:
+        loop.close()
+    insert_probe(engine, 2)
+    assert stored(engine) == [2]
