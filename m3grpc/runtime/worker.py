@@ -289,8 +289,7 @@ class WorkerPool:
                     _RELEASED,
                     "the service shut down before the execution finished",
                 )
-                self._cancelled.add(execution_id)
-                task.cancel()
+                self.cancel(execution_id)
         try:
             await self._stop_running(grace)
         finally:

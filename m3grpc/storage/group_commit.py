@@ -196,12 +196,10 @@ class GroupCommit:
         if getattr(self._inside, "active", False):
             # The turn is this thread's own: waiting for it would never end.
             raise RuntimeError("a write transaction inside another on the same thread")
-        if self._loop_thread == threading.get_ident() and (
-            self._loop_state != "none" or self._loop_ticket_queued
-        ):
+        if self._loop_thread == threading.get_ident() and self._loop_in_line():
             # (A loop closed since: its thread's id may be another thread's now.)
             self._reclaim_from_closed_loop()
-            if self._loop_state != "none" or self._loop_ticket_queued:
+            if self._loop_in_line():
                 # Blocking the loop's thread for the turn the loop's own writers
                 # hold (or queue for) would never end either.
                 raise RuntimeError("a blocking write on the thread of the event loop writing")
@@ -261,7 +259,7 @@ class GroupCommit:
         the loop's last group commits or a thread holds the turn."""
         if self._loop is not loop:
             self._reclaim_from_closed_loop()
-            if self._loop_state != "none" or self._loop_ticket_queued:
+            if self._loop_in_line():
                 raise RuntimeError("writes of one store on two event loops at once")
             self._loop, self._loop_thread = loop, threading.get_ident()
         while True:
@@ -409,6 +407,10 @@ class GroupCommit:
         for waiter in waiters:
             if not waiter.done():
                 waiter.set_result(None)
+
+    def _loop_in_line(self) -> bool:
+        """The loop's writers hold the turn, or queue for it."""
+        return self._loop_state != "none" or self._loop_ticket_queued
 
     def _reclaim_from_closed_loop(self) -> None:
         """Take back the turn, or the place in line, of an event loop closed before

@@ -167,6 +167,33 @@ def test_a_caller_cancelled_while_waiting_gets_its_write_done_as_on_a_thread(
     assert stored(engine) == [0, 1, 2]
 
 
+def _write_in_a_thread(engine: sa.Engine, value: int) -> None:
+    """A thread's write of `value`; fails if it still waits after 30 s."""
+    writer = threading.Thread(target=insert_probe, args=(engine, value), daemon=True)
+    writer.start()
+    writer.join(30)
+    assert not writer.is_alive(), "the thread's write still waits"
+
+
+def _close_a_loop_with_its_group_open(engine: sa.Engine, value: int) -> None:
+    """On this thread, a loop whose write of `value` is in its open group, the commit
+    to come, closed then (without its remaining tasks run: as `loop.close()` after a
+    `stop()`)."""
+    loop = asyncio.new_event_loop()
+    calls: list[asyncio.Future[Any]] = []
+
+    async def scenario() -> None:
+        with store_calls_on_loop(True):
+            calls.append(asyncio.ensure_future(offload(insert, engine, value)))
+            await asyncio.sleep(0)  # its write is in the open group, the commit to come
+
+    try:
+        loop.run_until_complete(scenario())
+    finally:
+        loop.close()
+    assert not calls[0].done()
+
+
 def test_a_loop_closed_after_its_calls_ended_leaves_the_turn_to_other_writers(
     engine: sa.Engine,
 ) -> None:
@@ -190,10 +217,7 @@ def test_a_loop_closed_after_its_calls_ended_leaves_the_turn_to_other_writers(
         loop.run_until_complete(scenario())
     finally:
         loop.close()
-    writer = threading.Thread(target=insert_probe, args=(engine, 2), daemon=True)
-    writer.start()
-    writer.join(30)
-    assert not writer.is_alive()
+    _write_in_a_thread(engine, 2)
     assert stored(engine) == [1, 2]
 
 
@@ -239,34 +263,14 @@ def test_a_blocking_write_on_the_loops_thread_while_its_writers_hold_the_turn_is
     assert stored(engine) == [1]
 
 
-def _write_in_thread(engine: sa.Engine, value: int) -> threading.Thread:
-    writer = threading.Thread(target=insert_probe, args=(engine, value), daemon=True)
-    writer.start()
-    return writer
-
-
 def test_a_loop_closed_with_its_group_open_gives_the_turn_back(engine: sa.Engine) -> None:
     """A loop closed abruptly (without its remaining tasks run: `loop.close()` after a
     `stop()`) while its group was open never commits it. Its writers never returned, so
     nothing was acknowledged; the turn is taken back from the closed loop instead of
     being held from every other writer of the store for good: a thread's, and one on
     the next loop."""
-    loop = asyncio.new_event_loop()
-
-    async def scenario() -> None:
-        with store_calls_on_loop(True):
-            calls.append(asyncio.ensure_future(offload(insert, engine, 1)))
-            await asyncio.sleep(0)  # its write is in the open group, the commit to come
-
-    calls: list[asyncio.Future[Any]] = []
-    try:
-        loop.run_until_complete(scenario())
-    finally:
-        loop.close()
-    assert not calls[0].done()
-    writer = _write_in_thread(engine, 2)
-    writer.join(30)
-    assert not writer.is_alive()
+    _close_a_loop_with_its_group_open(engine, 1)
+    _write_in_a_thread(engine, 2)
 
     async def next_loop() -> None:
         await offload(insert, engine, 3)
@@ -306,9 +310,7 @@ def test_a_loop_stopped_while_the_turn_was_passed_to_it_gives_it_back_once_close
     first.join(30)
     loop.close()
 
-    writer = _write_in_thread(engine, 3)
-    writer.join(30)
-    assert not writer.is_alive()
+    _write_in_a_thread(engine, 3)
     assert stored(engine) == [1, 3]
 
 
@@ -318,17 +320,6 @@ def test_a_write_on_the_thread_of_a_loop_closed_holding_the_turn_takes_it_back(
     """A blocking write on the thread of a loop whose writers hold the turn is refused
     (it would wait for good); once that loop is closed, the turn is taken back instead.
     (Thread ids are reused: a new thread can have the id of a closed loop's thread.)"""
-    loop = asyncio.new_event_loop()
-    calls: list[asyncio.Future[Any]] = []
-
-    async def scenario() -> None:
-        with store_calls_on_loop(True):
-            calls.append(asyncio.ensure_future(offload(insert, engine, 1)))
-            await asyncio.sleep(0)  # its write is in the open group, the commit to come
-
-    try:
-        loop.run_until_complete(scenario())  # on this thread
-    finally:
-        loop.close()
-    insert_probe(engine, 2)
+    _close_a_loop_with_its_group_open(engine, 1)
+    insert_probe(engine, 2)  # on the closed loop's thread
     assert stored(engine) == [2]
