@@ -2,12 +2,12 @@
 
 One execution = Submit -> pause once (a managed round) -> answer -> resume -> finish, run
 through an `AsyncMCPTestKit` on a fresh SQLite store against bench/compare_mcp_server.py,
-for both protocol generations (legacy `elicitation/create` and 2026-07-28). An SQLAlchemy
-`commit` listener on the store's engine sees every commit, and the store's own commit
-listener (`add_commit_listener`, called after each committed write transaction) tells the
-writes from the reads: it counts the write transactions that changed rows, those that
-changed none (a claim finding no work: no page written) and read transactions apart, and
-names the store call that made each.
+for both protocol generations (legacy `elicitation/create` and 2026-07-28). sqlite3's trace
+callback on every connection of the store sees each transaction whole, as SQLite runs it
+(`StatementTrace`): write transactions that changed rows (each a durable commit, an fsync
+at `synchronous=FULL`), those that changed none (a claim finding no work: no page written)
+and read transactions, each named by the store calls whose statements ran in it (joined
+with "+" when several shared one group's commit).
 
     python bench/commits_per_round.py [--executions 5] [--json]
 """
@@ -22,8 +22,8 @@ import socket
 import subprocess
 import sys
 import tempfile
-import threading
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 BENCH = Path(__file__).resolve().parent
@@ -38,9 +38,9 @@ _STORAGE = str(BENCH.parent / "m3grpc" / "storage")
 
 
 def _store_call() -> str:
-    """The outermost m3grpc.storage function on the stack: the store call committing."""
+    """The outermost m3grpc.storage function on the stack: the store call running."""
     name = "?"
-    frame = sys._getframe(2)
+    frame: FrameType | None = sys._getframe(1)
     while frame is not None:
         code = frame.f_code
         if code.co_filename.startswith(_STORAGE) and not code.co_name.startswith("<"):
@@ -49,52 +49,83 @@ def _store_call() -> str:
     return name
 
 
+class Tally:
+    """Transactions as SQLite ran them, by kind and by the store calls that ran in each."""
+
+    def __init__(self) -> None:
+        self.counting = False
+        self.writes: collections.Counter[str] = collections.Counter()
+        self.empty: collections.Counter[str] = collections.Counter()
+        self.reads: collections.Counter[str] = collections.Counter()
+
+    def ended(self, write: bool, calls: list[str], changed: bool) -> None:
+        if not self.counting:
+            return
+        name = "+".join(calls) or "?"
+        if not write:
+            self.reads[name] += 1
+        else:
+            (self.writes if changed else self.empty)[name] += 1
+
+
+class StatementTrace:
+    """One SQLite connection's statements (sqlite3's trace callback), as SQLite runs them.
+
+    The store sends its BEGIN and its prebuilt statements straight to the driver, a
+    loop's write group commits on a thread of its own, and several store calls may
+    share one group's transaction: only the connection sees every transaction whole.
+    BEGIN IMMEDIATE opens a write, BEGIN a read; each statement in between names the
+    store call running it; COMMIT ends it, a write having changed rows or not
+    (sqlite3's running count of rows changed on the connection)."""
+
+    def __init__(self, dbapi: Any, tally: Tally) -> None:
+        self._dbapi = dbapi
+        self._tally = tally
+        self._write: bool | None = None  # the open transaction's kind; None: none open
+        self._calls: list[str] = []
+        self._changes = 0
+
+    def __call__(self, sql: str) -> None:
+        head = sql.lstrip()[:20].upper()
+        if head.startswith("BEGIN"):
+            self._write = "IMMEDIATE" in head or "EXCLUSIVE" in head
+            self._calls = []
+            self._changes = self._dbapi.total_changes
+        elif self._write is None:
+            return
+        elif head.startswith("COMMIT") or head.startswith("END"):
+            changed = self._dbapi.total_changes != self._changes
+            self._tally.ended(self._write, self._calls, changed)
+            self._write = None
+        elif head.startswith("ROLLBACK") and " TO " not in sql.upper():
+            self._write = None
+        else:
+            call = _store_call()
+            if call not in self._calls:
+                self._calls.append(call)
+
+
 async def one_generation(
     generation: str, url: str, executions: int, *, count: bool = True
 ) -> dict[str, Any]:
     from sqlalchemy import event
+    from sqlalchemy.pool import Pool
 
     from m3grpc import AsyncMCPTestKit, ElicitationResponse, HttpServer
     from m3grpc.storage import SQLiteExecutionStore
 
-    writes: collections.Counter[str] = collections.Counter()
-    empty: collections.Counter[str] = collections.Counter()
-    reads: collections.Counter[str] = collections.Counter()
-    changes_seen: dict[int, int] = {}
-    counting = False
-    # The commit SQLAlchemy is about to make on this thread: (store call, rows changed).
-    committing = threading.local()
+    tally = Tally()
 
-    def on_commit(conn: Any) -> None:
-        # Every commit, read or write, before it happens; counted as a read until
-        # the store's listener says it was a write. sqlite3's running count of rows
-        # changed on this connection: a write transaction that changed none (a claim
-        # finding no work) wrote nothing.
-        dbapi = conn.connection.dbapi_connection
-        changes = dbapi.total_changes
-        changed = changes != changes_seen.get(id(dbapi), 0)
-        changes_seen[id(dbapi)] = changes
-        committing.last = None
-        if not counting:
-            return
-        call = _store_call()
-        committing.last = (call, changed)
-        reads[call] += 1
+    def traced(dbapi: Any, _record: Any) -> None:
+        dbapi.set_trace_callback(StatementTrace(dbapi, tally))
 
-    def on_write_committed() -> None:
-        # The store's listener: right after a write transaction's commit, on its thread.
-        last, committing.last = getattr(committing, "last", None), None
-        if last is None:
-            return
-        call, changed = last
-        reads[call] -= 1
-        (writes if changed else empty)[call] += 1
+    if count:
+        # On every pool (before the store's engine exists): its connections are traced
+        # from their first statement, the one its writers keep checked out too.
+        event.listen(Pool, "connect", traced)
 
     with tempfile.TemporaryDirectory() as directory:
         store = SQLiteExecutionStore(Path(directory) / "m3.sqlite")
-        if count:
-            event.listen(store._engine, "commit", on_commit)
-            store.add_commit_listener(on_write_committed)
         binding = HttpServer(name="bench", url=url, protocol=PROTOCOLS[generation])  # type: ignore[arg-type]
         answer = {REQUEST_KEY: ElicitationResponse(action="accept", content=ANSWER)}
         try:
@@ -117,21 +148,24 @@ async def one_generation(
                     assert result.outcome.value == "succeeded", result
 
                 await run_one()  # warm-up: the first MCP session, discovery
-                counting = True
+                tally.counting = True
                 for _ in range(executions):
                     await run_one()
-                counting = False
+                tally.counting = False
         finally:
             store.close()
+            if count:
+                event.remove(Pool, "connect", traced)
+    writes, empty, reads = tally.writes, tally.empty, tally.reads
     return {
         "generation": generation,
         "executions": executions,
         "write_commits_per_execution": sum(writes.values()) / executions,
         "empty_write_transactions_per_execution": sum(empty.values()) / executions,
-        "read_transactions_per_execution": sum((+reads).values()) / executions,
+        "read_transactions_per_execution": sum(reads.values()) / executions,
         "writes": {k: v / executions for k, v in writes.most_common()},
         "empty_writes": {k: v / executions for k, v in empty.most_common()},
-        "reads": {k: v / executions for k, v in (+reads).most_common()},
+        "reads": {k: v / executions for k, v in reads.most_common()},
     }
 
 
@@ -171,9 +205,19 @@ def main() -> int:
     finally:
         process.terminate()
         process.wait(10)
+    blind = [r["generation"] for r in results if not args.no_count and not r["writes"]]
     if args.json:
         print(json.dumps(results, indent=2))
-        return 0
+    else:
+        report(results)
+    if blind:
+        # Every execution stores something: a count of none means the tracing missed them.
+        print(f"no write commit seen for {', '.join(blind)}: the count is broken", file=sys.stderr)
+        return 1
+    return 0
+
+
+def report(results: list[dict[str, Any]]) -> None:
     for result in results:
         print(
             f"{result['generation']}: {result['write_commits_per_execution']:g} write commits, "
@@ -187,7 +231,6 @@ def main() -> int:
             print(f"  empty {count:g}  {name}")
         for name, count in result["reads"].items():
             print(f"  read  {count:g}  {name}")
-    return 0
 
 
 if __name__ == "__main__":

@@ -43,6 +43,8 @@ echo "== bench: bench/compare.py --smoke (M3 next to LangGraph and DBOS, tiny co
 python3 bench/compare.py --smoke
 echo "== bench: bench/http_transport.py, tiny counts (CPU per HTTP exchange; no timing checked)"
 python3 bench/http_transport.py --exchanges 64 --runs 1
+echo "== bench: bench/commits_per_round.py, one execution a generation (fails when it counts no commit)"
+python3 bench/commits_per_round.py --executions 1
 echo "== bench: bench/load_respond.py --smoke (concurrent Respond calls and watchers; fails on an untyped error)"
 python3 bench/load_respond.py --smoke
 
