@@ -40,7 +40,11 @@ echo "== go client: vet, gofmt, test"
 (cd clients/go && go vet ./... && test -z "$(gofmt -l .)" && go test ./...)
 
 echo "== bench: bench/compare.py --smoke (M3 next to LangGraph and DBOS, tiny counts; no timing checked)"
-python3 bench/compare.py --smoke
+smoke_json=$(mktemp --suffix=.json)
+python3 bench/compare.py --smoke --json "$smoke_json"
+echo "== bench: bench/compare_runs.py on that run (the targets' figures run by run)"
+python3 bench/compare_runs.py "$smoke_json"
+rm -f "$smoke_json"
 echo "== bench: bench/http_transport.py, tiny counts (CPU per HTTP exchange; no timing checked)"
 python3 bench/http_transport.py --exchanges 64 --runs 1
 echo "== bench: bench/commits_per_round.py, one execution a generation (fails when it counts no commit)"
