@@ -60,6 +60,7 @@ from compare_common import (  # noqa: E402
     percentile,
     process_cpu_seconds,
     process_rss_bytes,
+    ratio,
     wait_until_serving,
 )
 
@@ -778,10 +779,6 @@ def pick(document: dict[str, Any], system: str, phase: str, in_flight: int) -> d
         if r["system"] == system and r["phase"] == phase and r["in_flight"] == in_flight:
             return dict(r)
     return {}
-
-
-def ratio(a: float | None, b: float | None) -> float | None:
-    return None if a is None or b is None or b == 0 else a / b
 
 
 def summary_rows(document: dict[str, Any]) -> list[dict[str, Any]]:

@@ -58,6 +58,11 @@ def resumed_ns_in(text: str) -> int | None:
     return int(digits) if digits else None
 
 
+def ratio(a: float | None, b: float | None) -> float | None:
+    """a / b of two figures, None when either is missing (or b is 0)."""
+    return None if a is None or b is None or b == 0 else a / b
+
+
 def percentile(values: Sequence[float], q: float) -> float | None:
     """Linear interpolation between closest ranks; None without values."""
     data = sorted(values)

@@ -29,6 +29,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from compare_common import ratio
+
 M3_SYSTEMS = ("m3-embedded-legacy", "m3-embedded-mrtr", "m3-grpc-legacy", "m3-grpc-mrtr")
 MRTR_SYSTEMS = ("m3-embedded-mrtr", "m3-grpc-mrtr")
 # CPU per round in M3's own processes (issue 11: the service or the kit, not the MCP
@@ -84,10 +88,6 @@ def _own_cpu(entry: dict[str, Any]) -> float | None:
     return None if value is None else float(value)
 
 
-def _ratio(a: float | None, b: float | None) -> float | None:
-    return None if a is None or b is None or b == 0 else a / b
-
-
 def figures(runs: Sequence[Run], limits: Sequence[dict[str, Any]]) -> list[Figure]:
     """Every target figure the runs hold."""
     keys = {key for run in runs for key in run}
@@ -95,12 +95,12 @@ def figures(runs: Sequence[Run], limits: Sequence[dict[str, Any]]) -> list[Figur
     systems = {system for system, _, _ in keys}
     found: list[Figure] = []
 
+    def entries(system: str, level: int) -> list[dict[str, Any] | None]:
+        """The system's from-submit measurement at `level`, run by run."""
+        return [run.get((system, "submit", level)) for run in runs]
+
     def field(system: str, level: int, name: str) -> list[float | None]:
-        values: list[float | None] = []
-        for run in runs:
-            entry = run.get((system, "submit", level))
-            values.append(None if entry is None or entry.get(name) is None else entry[name])
-        return values
+        return [None if e is None else e.get(name) for e in entries(system, level)]
 
     def add(
         target: str, name: str, values: list[float | None], met: Callable[[float], bool] | None
@@ -120,33 +120,27 @@ def figures(runs: Sequence[Run], limits: Sequence[dict[str, Any]]) -> list[Figur
                 add(
                     f"rounds/s from submit >= {peer}",
                     f"{system} / {peer}, {level} in flight",
-                    [_ratio(a, b) for a, b in zip(ours, theirs, strict=True)],
+                    [ratio(a, b) for a, b in zip(ours, theirs, strict=True)],
                     lambda x: x >= 1.0,
                 )
     for system in M3_SYSTEMS:
         for level in levels:
-            values = [
-                None if (e := run.get((system, "submit", level))) is None else _own_cpu(e)
-                for run in runs
-            ]
             add(
                 f"CPU per round in M3's processes <= {CPU_LIMIT_MS:g} ms",
                 f"{system}, {level} in flight (ms)",
-                values,
+                [None if e is None else _own_cpu(e) for e in entries(system, level)],
                 lambda x: x <= CPU_LIMIT_MS,
             )
     for system in M3_SYSTEMS:
         for level in levels:
-            values = []
-            for run in runs:
-                entry = run.get((system, "submit", level))
-                mcp = None if entry is None else entry.get("cpu_mcp_ms_per_round")
-                values.append(None if entry is None else _ratio(_own_cpu(entry), mcp))
             add(
                 "CPU per round in M3's processes / the MCP server's (the yardstick across "
                 "the machine's phases: the MCP server's code is the same in every run)",
                 f"{system}, {level} in flight",
-                values,
+                [
+                    None if e is None else ratio(_own_cpu(e), e.get("cpu_mcp_ms_per_round"))
+                    for e in entries(system, level)
+                ],
                 None,
             )
     if "langgraph" in systems and 1 in levels:
@@ -156,7 +150,7 @@ def figures(runs: Sequence[Run], limits: Sequence[dict[str, Any]]) -> list[Figur
             add(
                 f"answer -> resumed p50 <= {RESUME_LIMIT_X:g}x LangGraph's",
                 f"{system} / langgraph, 1 in flight",
-                [_ratio(a, b) for a, b in zip(ours, theirs, strict=True)],
+                [ratio(a, b) for a, b in zip(ours, theirs, strict=True)],
                 lambda x: x <= RESUME_LIMIT_X,
             )
     cycle = [(limit.get("store_round_cycle") or {}).get("x_bare_commit") for limit in limits]
