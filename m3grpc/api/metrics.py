@@ -140,7 +140,9 @@ class ServiceMetrics:
             registry=r,
         )
         self.lease_losses = Counter(
-            "m3_lease_losses", "Executions stopped because their lease was lost.", registry=r
+            "m3_lease_losses",
+            "Executions whose worker lost their lease (at a renewal or at the finish).",
+            registry=r,
         )
         self._server: WSGIServer | None = None
         self._thread: threading.Thread | None = None

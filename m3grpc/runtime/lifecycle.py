@@ -84,12 +84,21 @@ class Lifecycle:
             failure_code=failure_code,
         )
 
-    def lease_lost(self, execution_id: str) -> None:
+    def lease_lost(self, execution_id: str, *, at_finish: bool = False) -> None:
+        """The worker lost the execution's lease: found by a renewal (the execution
+        is stopped), or by its finish (its result was refused; recovery's stands)."""
+        message = (
+            f"execution {execution_id} lost its lease before its finish; its result was "
+            "refused and the recovered one stands"
+            if at_finish
+            else f"execution {execution_id} lost its lease; stopping it"
+        )
         self.emit(
             "execution.lease_lost",
-            f"execution {execution_id} lost its lease; stopping it",
+            message,
             level=logging.ERROR,
             execution_id=execution_id,
+            at_finish=at_finish,
         )
 
     def released(self, execution_id: str) -> None:

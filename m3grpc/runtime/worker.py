@@ -558,8 +558,11 @@ class WorkerPool:
                 )
             except ManagedInputConflict:
                 # The lease was lost (e.g. the process stalled past it): recovery
-                # has failed the execution closed, and that result stands.
-                log.warning("execution %s finished after its lease was lost", execution_id)
+                # has failed the execution closed, and that result stands. Counted
+                # as a lost lease like one a renewal finds, unless a renewal did.
+                stopped_for = self._stop_reasons.get(execution_id)
+                if stopped_for is None or stopped_for[1] != "lease_lost":
+                    self.lifecycle.lease_lost(execution_id, at_finish=True)
         except Exception:
             log.exception("execution %s crashed in the runtime", execution_id)
         finally:

@@ -97,3 +97,49 @@ def test_a_renewal_during_the_finish_is_no_lost_lease(tmp_path: Path) -> None:
         assert [event.fields["outcome"] for event in finished] == ["succeeded"]
     finally:
         store.close()
+
+
+class RecoveredBeforeFinish(SQLiteExecutionStore):
+    """A store where, just before the worker's finish, another replica's recovery
+    failed the execution: as after the worker's process stalled past its lease
+    with no renewal in between (the finish is the first write to find it lost)."""
+
+    def __init__(self, path: Path, clock: JumpingClock) -> None:
+        super().__init__(path, clock=clock)
+        self._clock = clock
+
+    def _recovered_by_another_replica(self, execution_id: str) -> None:
+        self._clock.jump = timedelta(seconds=LEASE_SECONDS * 2)
+        try:
+            self.fail_recovery(execution_id)
+        finally:
+            self._clock.jump = timedelta()
+
+    def finish(self, execution_id: str, *args: Any, **kwargs: Any) -> Any:
+        self._recovered_by_another_replica(execution_id)
+        return super().finish(execution_id, *args, **kwargs)
+
+    def finish_settling(self, execution_id: str, *args: Any, **kwargs: Any) -> Any:
+        self._recovered_by_another_replica(execution_id)
+        return super().finish_settling(execution_id, *args, **kwargs)
+
+
+def test_a_lease_lost_at_the_finish_counts_as_lost(tmp_path: Path) -> None:
+    store = RecoveredBeforeFinish(tmp_path / "executions.sqlite", JumpingClock())
+    events: list[LifecycleEvent] = []
+    try:
+        with MCPTestKit(
+            store=store, env={}, poll_interval=0.05, lease_seconds=LEASE_SECONDS
+        ) as kit:
+            kit._async_kit.runtime.lifecycle.subscribe(events.append)
+            _round_id, result = book_shipment_managed(kit, mcp_server("shipping"))
+        # Recovery's result stands (every operation had completed, so it earned
+        # their outcome), stamped by the jumped clock: the worker's own was refused.
+        assert result.outcome is ExecutionOutcome.SUCCEEDED
+        assert result.finished_at > datetime.now(UTC) + timedelta(seconds=LEASE_SECONDS)
+        lost = [event for event in events if event.name == "execution.lease_lost"]
+        assert [event.fields["at_finish"] for event in lost] == [True]
+        assert lost[0].fields["execution_id"] == result.execution_id
+        assert not [event for event in events if event.name == "execution.finished"]
+    finally:
+        store.close()
