@@ -238,7 +238,7 @@ def test_worker_replicas_share_the_queue_exactly_once(replicas: Replicas) -> Non
             ).state
             assert state.outcome == execution_pb2.EXECUTION_OUTCOME_SUCCEEDED
     # A second run of an execution would only show here: its loser cannot finish it
-    # (its lease is gone) and logs "finished after its lease was lost".
+    # (its lease is gone) and logs "lost its lease before its finish" as an error.
     assert replicas.complaints("a") == replicas.complaints("b") == []
 
 
