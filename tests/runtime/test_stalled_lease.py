@@ -17,7 +17,7 @@ from m3grpc import MCPTestKit
 from m3grpc.runtime.lifecycle import LifecycleEvent
 from m3grpc.storage import SQLiteExecutionStore
 from m3grpc.storage.loop_calls import suspend
-from m3grpc.types import ExecutionOutcome, ExecutionStatus, ManagedInputStatus
+from m3grpc.types import ExecutionOutcome, ExecutionResult, ExecutionStatus, ManagedInputStatus
 from tests.runtime.conftest import book_shipment_managed, mcp_server, submit_tool, wait_pending
 
 # Long: the heartbeat (every lease / 3) never runs during the test, only the
@@ -64,82 +64,89 @@ SHORT_LEASE_SECONDS = 0.9
 FINISH_RETURN_HELD_SECONDS = 1.5
 
 
-class FinishReturnsLate(SQLiteExecutionStore):
+class AroundFinish(SQLiteExecutionStore):
+    """A store that runs a hook before and after the worker's finish (either kind)."""
+
+    def before_finish(self, execution_id: str) -> None:
+        pass
+
+    def after_finish(self) -> None:
+        pass
+
+    def finish(self, execution_id: str, *args: Any, **kwargs: Any) -> Any:
+        self.before_finish(execution_id)
+        finished = super().finish(execution_id, *args, **kwargs)
+        self.after_finish()
+        return finished
+
+    def finish_settling(self, execution_id: str, *args: Any, **kwargs: Any) -> Any:
+        self.before_finish(execution_id)
+        finished = super().finish_settling(execution_id, *args, **kwargs)
+        self.after_finish()
+        return finished
+
+
+class FinishReturnsLate(AroundFinish):
     """A store whose finish returns to its worker a while after it committed (on the
     loop, which goes on meanwhile): as a finish whose caller resumes after a renewal
     already found the lease gone with it (seen under load on PostgreSQL, where they
     run on threads)."""
 
-    def finish(self, *args: Any, **kwargs: Any) -> Any:
-        finished = super().finish(*args, **kwargs)
+    def after_finish(self) -> None:
         suspend(asyncio.sleep(FINISH_RETURN_HELD_SECONDS))
-        return finished
 
-    def finish_settling(self, *args: Any, **kwargs: Any) -> Any:
-        finished = super().finish_settling(*args, **kwargs)
-        suspend(asyncio.sleep(FINISH_RETURN_HELD_SECONDS))
-        return finished
+
+def seed_flow(
+    store: SQLiteExecutionStore, lease_seconds: float
+) -> tuple[ExecutionResult, list[LifecycleEvent]]:
+    """The seed flow on `store` (closed after it): its result and lifecycle events."""
+    events: list[LifecycleEvent] = []
+    try:
+        with MCPTestKit(
+            store=store, env={}, poll_interval=0.05, lease_seconds=lease_seconds
+        ) as kit:
+            kit._async_kit.runtime.lifecycle.subscribe(events.append)
+            _round_id, result = book_shipment_managed(kit, mcp_server("shipping"))
+    finally:
+        store.close()
+    return result, events
 
 
 def test_a_renewal_during_the_finish_is_no_lost_lease(tmp_path: Path) -> None:
     store = FinishReturnsLate(tmp_path / "executions.sqlite")
-    events: list[LifecycleEvent] = []
-    try:
-        with MCPTestKit(
-            store=store, env={}, poll_interval=0.05, lease_seconds=SHORT_LEASE_SECONDS
-        ) as kit:
-            kit._async_kit.runtime.lifecycle.subscribe(events.append)
-            _round_id, result = book_shipment_managed(kit, mcp_server("shipping"))
-        assert result.outcome is ExecutionOutcome.SUCCEEDED
-        names = [event.name for event in events]
-        assert "execution.lease_lost" not in names
-        finished = [event for event in events if event.name == "execution.finished"]
-        assert [event.fields["outcome"] for event in finished] == ["succeeded"]
-    finally:
-        store.close()
+    result, events = seed_flow(store, SHORT_LEASE_SECONDS)
+    assert result.outcome is ExecutionOutcome.SUCCEEDED
+    names = [event.name for event in events]
+    assert "execution.lease_lost" not in names
+    finished = [event for event in events if event.name == "execution.finished"]
+    assert [event.fields["outcome"] for event in finished] == ["succeeded"]
 
 
-class RecoveredBeforeFinish(SQLiteExecutionStore):
+class RecoveredBeforeFinish(AroundFinish):
     """A store where, just before the worker's finish, another replica's recovery
-    failed the execution: as after the worker's process stalled past its lease
+    finished the execution: as after the worker's process stalled past its lease
     with no renewal in between (the finish is the first write to find it lost)."""
 
     def __init__(self, path: Path, clock: JumpingClock) -> None:
         super().__init__(path, clock=clock)
-        self._clock = clock
+        self.jumping_clock = clock
 
-    def _recovered_by_another_replica(self, execution_id: str) -> None:
-        self._clock.jump = timedelta(seconds=LEASE_SECONDS * 2)
+    def before_finish(self, execution_id: str) -> None:
+        self.jumping_clock.jump = timedelta(seconds=LEASE_SECONDS * 2)
         try:
             self.fail_recovery(execution_id)
         finally:
-            self._clock.jump = timedelta()
-
-    def finish(self, execution_id: str, *args: Any, **kwargs: Any) -> Any:
-        self._recovered_by_another_replica(execution_id)
-        return super().finish(execution_id, *args, **kwargs)
-
-    def finish_settling(self, execution_id: str, *args: Any, **kwargs: Any) -> Any:
-        self._recovered_by_another_replica(execution_id)
-        return super().finish_settling(execution_id, *args, **kwargs)
+            self.jumping_clock.jump = timedelta()
 
 
 def test_a_lease_lost_at_the_finish_counts_as_lost(tmp_path: Path) -> None:
     store = RecoveredBeforeFinish(tmp_path / "executions.sqlite", JumpingClock())
-    events: list[LifecycleEvent] = []
-    try:
-        with MCPTestKit(
-            store=store, env={}, poll_interval=0.05, lease_seconds=LEASE_SECONDS
-        ) as kit:
-            kit._async_kit.runtime.lifecycle.subscribe(events.append)
-            _round_id, result = book_shipment_managed(kit, mcp_server("shipping"))
-        # Recovery's result stands (every operation had completed, so it earned
-        # their outcome), stamped by the jumped clock: the worker's own was refused.
-        assert result.outcome is ExecutionOutcome.SUCCEEDED
-        assert result.finished_at > datetime.now(UTC) + timedelta(seconds=LEASE_SECONDS)
-        lost = [event for event in events if event.name == "execution.lease_lost"]
-        assert [event.fields["at_finish"] for event in lost] == [True]
-        assert lost[0].fields["execution_id"] == result.execution_id
-        assert not [event for event in events if event.name == "execution.finished"]
-    finally:
-        store.close()
+    result, events = seed_flow(store, LEASE_SECONDS)
+    # Recovery's result stands (every operation had completed, so it earned
+    # their outcome), stamped by the jumped clock: the worker's own was refused.
+    assert result.outcome is ExecutionOutcome.SUCCEEDED
+    assert result.finished_at > datetime.now(UTC) + timedelta(seconds=LEASE_SECONDS)
+    lost = [event for event in events if event.name == "execution.lease_lost"]
+    assert [event.fields["at_finish"] for event in lost] == [True]
+    assert lost[0].fields["execution_id"] == result.execution_id
+    assert not [event for event in events if event.name == "execution.finished"]
