@@ -2,8 +2,9 @@
 execution: the lease renews before the round is written (found by the crash
 campaign, tests/campaigns: a fresh replica on a starved machine failed its first
 executions with `managed_input_conflict`, "cannot create a round under an
-expired lease"). And a renewal that finds the lease gone because the execution's
-finish just committed is no lost lease."""
+expired lease"). A renewal that finds the lease gone because the execution's
+finish just committed is no lost lease; a finish that finds the execution already
+recovered (its lease lost with no renewal in between) is one."""
 
 from __future__ import annotations
 
