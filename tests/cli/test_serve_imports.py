@@ -12,7 +12,6 @@ import sys
 from pathlib import Path
 
 from m3grpc.devtools.serve_process import ServeProcess
-from tests.support.mcp_processes import free_port
 
 # Loaded only for `--metrics-listen` / `[inbox] listen` (m3grpc/api/server.py).
 OPTIONAL = ("prometheus_client", "m3grpc.api.metrics", "m3grpc.api.inbox")
@@ -53,6 +52,9 @@ def test_a_default_serve_loads_neither_metrics_nor_the_inbox(tmp_path: Path) -> 
 
 
 def test_serve_loads_them_when_they_are_configured(tmp_path: Path) -> None:
-    metrics, inbox = (f"127.0.0.1:{free_port()}" for _ in range(2))
-    loaded = loaded_by_serve(tmp_path, "--metrics-listen", metrics, "--inbox-listen", inbox)
+    # Port 0: the service binds any free port itself. A port picked here and released
+    # could be taken meanwhile (a parallel test's outgoing connection got one in CI).
+    loaded = loaded_by_serve(
+        tmp_path, "--metrics-listen", "127.0.0.1:0", "--inbox-listen", "127.0.0.1:0"
+    )
     assert loaded == list(OPTIONAL)
