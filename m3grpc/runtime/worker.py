@@ -60,6 +60,8 @@ log = logging.getLogger(__name__)
 
 # The stop reason of an execution handed to another worker at a graceful shutdown.
 _RELEASED = "worker_released"
+# The stop reason (and failure code) of an execution whose lease a renewal found lost.
+_LEASE_LOST = "lease_lost"
 # At most this many claims at once while more executions are queued (see _claim_loop).
 _CLAIM_BATCH = 8
 
@@ -413,7 +415,7 @@ class WorkerPool:
                     self.lifecycle.lease_lost(execution_id)
                     self._stop_reasons.setdefault(
                         execution_id,
-                        (ExecutionOutcome.FAILED, "lease_lost", "the worker lost its lease"),
+                        (ExecutionOutcome.FAILED, _LEASE_LOST, "the worker lost its lease"),
                     )
                     self.cancel(execution_id)
                 elif renewed[execution_id]:
@@ -561,7 +563,7 @@ class WorkerPool:
                 # has failed the execution closed, and that result stands. Counted
                 # as a lost lease like one a renewal finds, unless a renewal did.
                 stopped_for = self._stop_reasons.get(execution_id)
-                if stopped_for is None or stopped_for[1] != "lease_lost":
+                if stopped_for is None or stopped_for[1] != _LEASE_LOST:
                     self.lifecycle.lease_lost(execution_id, at_finish=True)
         except Exception:
             log.exception("execution %s crashed in the runtime", execution_id)
