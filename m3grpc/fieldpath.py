@@ -17,7 +17,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from m3grpc.text import UNSENDABLE
+
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_ESCAPED_CHARACTER = re.compile(r"u([0-9a-f]{4})")
 
 
 @dataclass(frozen=True)
@@ -45,8 +48,11 @@ Segment = Name | Index | Key
 
 
 def key(value: str) -> str:
-    """`['value']`: a map key as a path segment."""
+    """`['value']`: a map key as a path segment. A NUL or a lone surrogate in the key
+    is written `\\uXXXX`: a path travels in errors as JSON and protobuf text, which
+    cannot carry a lone surrogate (`m3grpc.text`)."""
     escaped = value.replace("\\", "\\\\").replace("'", "\\'")
+    escaped = UNSENDABLE.sub(lambda found: f"\\u{ord(found.group()):04x}", escaped)
     return f"['{escaped}']"
 
 
@@ -97,6 +103,11 @@ def _bracket(path: str, start: int) -> tuple[Segment, int]:
         while position < len(path) and path[position] != opening:
             if path[position] == "\\" and position + 1 < len(path):
                 position += 1
+                escaped = _ESCAPED_CHARACTER.match(path, position)
+                if escaped is not None:  # `key`'s \uXXXX
+                    value += chr(int(escaped.group(1), 16))
+                    position = escaped.end()
+                    continue
             value += path[position]
             position += 1
         if path[position + 1 : position + 2] == "]":

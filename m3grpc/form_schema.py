@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from m3grpc.text import text_problem
+
 _PRIMITIVE_TYPES = frozenset({"string", "number", "integer", "boolean"})
 _ALLOWED = (
     "MCP form elicitation allows only string, number, integer, boolean and string-array properties"
@@ -51,7 +53,9 @@ def _property_problem(prop: object) -> str | None:
 
 
 def form_content_problems(content: Mapping[str, Any]) -> dict[str, str]:
-    """The content keys whose values an MCP `ElicitResult` cannot carry, with why."""
+    """The content keys whose values an MCP `ElicitResult` cannot carry, with why:
+    a value that is not flat, or a key or string that is not sendable text
+    (`m3grpc.text`)."""
     problems: dict[str, str] = {}
     for key, value in content.items():
         if not _deliverable(value):
@@ -59,7 +63,19 @@ def form_content_problems(content: Mapping[str, Any]) -> dict[str, str]:
                 "must be a string, number, boolean, null or array of strings "
                 "(MCP form content is flat)"
             )
+        elif problem := _text_problem(key, value):
+            problems[str(key)] = problem
     return problems
+
+
+def _text_problem(key: object, value: object) -> str | None:
+    if isinstance(key, str) and (problem := text_problem(key)):
+        return f"its name {problem}"
+    strings = value if isinstance(value, list | tuple) else [value]
+    for item in strings:
+        if isinstance(item, str) and (problem := text_problem(item)):
+            return problem
+    return None
 
 
 def _deliverable(value: object) -> bool:

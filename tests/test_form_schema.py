@@ -54,3 +54,15 @@ def test_only_flat_content_is_deliverable() -> None:
     assert form_content_problems(content) == {}
     bad = form_content_problems({"a": {"nested": 1}, "b": [1, 2], "c": "ok"})
     assert sorted(bad) == ["a", "b"]
+
+
+def test_content_text_must_be_storable_and_sendable() -> None:
+    # A NUL (no PostgreSQL text holds one) or a lone surrogate (no UTF-8 encodes one)
+    # in a value, an array item or a property name.
+    bad = form_content_problems(
+        {"a": "x\x00y", "b": ["ok", "\ud800"], "c\udfff": "ok", "d": "fine", "e": ["é"]}
+    )
+    assert sorted(bad) == ["a", "b", "c\udfff"]
+    assert "NUL" in bad["a"]
+    assert "surrogate" in bad["b"]
+    assert bad["c\udfff"].startswith("its name ")

@@ -21,6 +21,7 @@ MODELS = {
     "plan",
     "submit_options",
     "clipping",
+    "text",
     "tracing",
 }
 TOP_LEVEL = {"kit": "kit", "demo": "demo", "cli": "cli", "__main__": "cli"}

@@ -21,6 +21,7 @@ from google.protobuf import descriptor, message, message_factory
 
 from m3grpc.api.request_paths import nul_paths
 from m3grpc.errors import FieldViolation, ManagedInputValidationError, ModelValidationError
+from m3grpc.text import NUL_PROBLEM
 
 log = logging.getLogger(__name__)
 
@@ -67,10 +68,7 @@ def _deserializer(cls: type[message.Message], invalid: InvalidRequest) -> Callab
             return Undecodable(
                 invalid(
                     "strings must not contain NUL characters",
-                    field_violations=[
-                        FieldViolation(path, "must not contain NUL (U+0000) characters")
-                        for path in paths
-                    ],
+                    field_violations=[FieldViolation(path, NUL_PROBLEM) for path in paths],
                 )
             )
         return request

@@ -20,6 +20,7 @@ from typing import Any
 
 from m3grpc.clipping import clip
 from m3grpc.errors import FieldViolation
+from m3grpc.text import text_problem
 from m3grpc.types import ElicitationResponse, ExecutionResult, OperationResult
 
 # Execution and round IDs (the service issues 36-character ones).
@@ -58,8 +59,11 @@ class Limits:
 
 
 def id_violations(value: str, field: str, limit: int = MAX_ID_CHARS) -> list[FieldViolation]:
+    """An ID's length, and that it is text a store can keep (`m3grpc.text`)."""
     if len(value) > limit:
         return [FieldViolation(field, f"must be at most {limit} characters, got {len(value)}")]
+    if problem := text_problem(value):
+        return [FieldViolation(field, problem)]
     return []
 
 

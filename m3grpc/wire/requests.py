@@ -13,7 +13,8 @@ from typing import Annotated, Any, Protocol
 
 from pydantic import TypeAdapter, ValidationError
 
-from m3grpc.errors import FieldViolation, ModelValidationError
+from m3grpc import fieldpath
+from m3grpc.errors import FieldViolation, ManagedInputValidationError, ModelValidationError
 from m3grpc.specs import AgentSpec, ElicitationPlan, OperationSpec, PermissionPolicy, ScriptStep
 from m3grpc.submit_options import SubmitOptions
 from m3grpc.types import ElicitationResponse
@@ -33,7 +34,7 @@ _PLAN = TypeAdapter(ElicitationPlan)
 _POLICY = TypeAdapter(PermissionPolicy)
 # The AgentSpec's own bounds: 0 would go on the wire as "unset" (the default).
 _ROUND_LIMIT: TypeAdapter[int] = TypeAdapter(Annotated[int, AgentSpec.model_fields["round_limit"]])
-_RESPONSES = TypeAdapter(dict[str, ElicitationResponse])
+_RESPONSE = TypeAdapter(ElicitationResponse)
 
 
 class NamedServer(Protocol):
@@ -118,7 +119,9 @@ def respond_request(
     responses: Mapping[str, ElicitationResponse | Mapping[str, Any]],
     idempotency_key: str,
 ) -> elicitation_service_pb2.RespondRequest:
-    parsed = _validated(_RESPONSES, dict(responses), "responses")
+    """The request; a malformed response map raises ManagedInputValidationError, as
+    the embedded handle's `respond_elicitation` and the service do."""
+    parsed = _responses(responses)
     return elicitation_service_pb2.RespondRequest(
         round_id=round_id,
         idempotency_key=idempotency_key,
@@ -135,6 +138,37 @@ def result_request(
         return request, None
     request.timeout.CopyFrom(convert.duration(max(timeout, 0.0)))
     return request, max(timeout, 0.0) + RESULT_DEADLINE_MARGIN
+
+
+def _responses(
+    responses: Mapping[str, ElicitationResponse | Mapping[str, Any]],
+) -> dict[str, ElicitationResponse]:
+    if not isinstance(responses, Mapping):
+        raise ManagedInputValidationError(
+            "responses must be a mapping of request key to ElicitationResponse",
+            field_violations=[FieldViolation("responses", "must be a mapping")],
+        )
+    parsed: dict[str, ElicitationResponse] = {}
+    violations: list[FieldViolation] = []
+    for key, value in responses.items():
+        if not isinstance(key, str) or not key:
+            violations.append(FieldViolation("responses", "every key must be a non-empty string"))
+            continue
+        try:
+            parsed[key] = _RESPONSE.validate_python(value)
+        except ValidationError as exc:
+            violations.extend(
+                FieldViolation(f"responses{fieldpath.key(key)}{_loc(e['loc'])}", e["msg"])
+                for e in exc.errors()
+            )
+    if violations:
+        raise ManagedInputValidationError("malformed response map", field_violations=violations)
+    return parsed
+
+
+def _loc(loc: Sequence[int | str]) -> str:
+    """A pydantic error location inside a value, in `fieldpath`'s spelling."""
+    return "".join(f"[{p}]" if isinstance(p, int) else fieldpath.member(str(p)) for p in loc)
 
 
 def _validated(adapter: TypeAdapter[Any], value: Any, field: str) -> Any:

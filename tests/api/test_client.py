@@ -106,6 +106,15 @@ def test_typed_errors(shared_server: ServerProcess) -> None:
             )
         assert invalid.value.field_violations
         assert invalid.value.metadata["round_id"] == pending.round_id
+        # A malformed map is refused before it leaves, with the error and the path
+        # spelling the service and the embedded handle give.
+        with pytest.raises(ManagedInputValidationError) as malformed:
+            handle.respond_elicitation(
+                pending.round_id, {"shipping_address": {"action": "maybe"}}, idempotency_key="m"
+            )
+        assert [v.field for v in malformed.value.field_violations] == [
+            "responses['shipping_address'].action"
+        ]
 
         answer = {"shipping_address": ElicitationResponse(action="accept", content=ADDRESS)}
         handle.respond_elicitation(pending.round_id, answer, idempotency_key="good")

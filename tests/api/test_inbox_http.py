@@ -104,6 +104,22 @@ def test_malformed_requests_are_typed_errors(inbox_service: InboxService, stubs:
             "responses",
         ),
         ({"idempotency_key": "k", "responses": {}, "extra": 1}, "extra"),
+        # JSON spells what gRPC cannot carry: refused as gRPC refuses it, never a 500
+        # and never an answer stored with a NUL (which PostgreSQL cannot keep).
+        ({"idempotency_key": "k\ud800", "responses": {}}, "idempotency_key"),
+        ({"idempotency_key": "k\x00", "responses": {}}, "idempotency_key"),
+        (
+            {
+                "idempotency_key": "k",
+                "responses": {
+                    "shipping_address": {
+                        "action": "ELICITATION_ACTION_ACCEPT",
+                        "content": {"street": "1 Main\x00Street", "city": "Pune"},
+                    }
+                },
+            },
+            "responses['shipping_address'].content.street",
+        ),
     ):
         code, body = client.respond(round_id, document)
         assert code == 400, body

@@ -285,6 +285,28 @@ def _violations(exc: pytest.ExceptionInfo[ManagedInputValidationError]) -> dict[
             "responses['shipping_address'].content.street",
         ),
         ({"shipping_address": {"action": "accept"}}, "responses['shipping_address']"),
+        # Text no store keeps (NUL: PostgreSQL) or no JSON carries (a lone surrogate,
+        # which the embedded API can pass): refused, never acknowledged then lost.
+        (
+            {
+                "shipping_address": ElicitationResponse(
+                    action="accept", content={"street": "1 Main\x00Street", "city": "y"}
+                )
+            },
+            "responses['shipping_address'].content.street",
+        ),
+        (
+            {
+                "shipping_address": ElicitationResponse(
+                    action="accept", content={"street": "1 Main \ud800", "city": "y"}
+                )
+            },
+            "responses['shipping_address'].content.street",
+        ),
+        (
+            {"shipping_address\ud800": ElicitationResponse(action="decline")},
+            "responses['shipping_address\\ud800']",
+        ),
     ],
     ids=[
         "missing-key",
@@ -294,6 +316,9 @@ def _violations(exc: pytest.ExceptionInfo[ManagedInputValidationError]) -> dict[
         "bad-email-format",
         "schema-constraint",
         "not-an-ElicitationResponse",
+        "nul-in-content",
+        "lone-surrogate-in-content",
+        "lone-surrogate-in-request-key",
     ],
 )
 def test_invalid_responses_leave_round_pending(
@@ -333,6 +358,31 @@ def test_url_response_rejects_content_and_accepts_consent(
 def test_submit_rejects_empty_ids(store: SqlManagedInputStore, round_id: str, key: str) -> None:
     with pytest.raises(ManagedInputValidationError):
         store.submit_responses(round_id, ACCEPT, idempotency_key=key)
+
+
+@pytest.mark.parametrize(
+    ("round_id", "key", "field"),
+    [
+        ("rnd_\x00", "k", "round_id"),
+        ("rnd_\ud800", "k", "round_id"),
+        (None, "k\x00", "idempotency_key"),
+        (None, "k\udfff", "idempotency_key"),
+    ],
+    ids=["nul-round-id", "surrogate-round-id", "nul-key", "surrogate-key"],
+)
+def test_submit_rejects_ids_no_store_keeps(
+    store: SqlManagedInputStore,
+    execution_store: SqlExecutionStore,
+    clock: ManualClock,
+    round_id: str | None,
+    key: str,
+    field: str,
+) -> None:
+    pending_id, _ = _pending(store, execution_store, clock)
+    with pytest.raises(ManagedInputValidationError) as caught:
+        store.submit_responses(round_id or pending_id, ACCEPT, idempotency_key=key)
+    assert field in _violations(caught)
+    assert store.get_round(pending_id).status is ManagedInputStatus.PENDING
 
 
 def test_submit_to_unknown_round(store: SqlManagedInputStore) -> None:

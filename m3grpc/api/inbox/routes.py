@@ -41,6 +41,7 @@ from m3grpc.api.inbox.problems import error_response
 from m3grpc.api.watch import PendingWatch
 from m3grpc.errors import FieldViolation, ManagedInputValidationError
 from m3grpc.runtime import Runtime
+from m3grpc.text import text_problem
 from m3grpc.types import ManagedInputStatus
 from m3grpc.wire.gen.m3.v1 import elicitation_service_pb2 as pb
 
@@ -171,6 +172,9 @@ def _read_answer(body: Any, message: pb.RespondRequest) -> None:
     key = body.get("idempotency_key", "")
     if not isinstance(key, str):
         raise _invalid("idempotency_key", "must be a string")
+    # JSON can spell a lone surrogate ("\ud800"), which a protobuf string refuses.
+    if problem := text_problem(key):
+        raise _invalid("idempotency_key", problem)
     message.idempotency_key = key
     responses = body.get("responses", {})
     if not isinstance(responses, dict):
