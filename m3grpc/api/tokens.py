@@ -20,6 +20,10 @@ from typing import Any
 from m3grpc.errors import FieldViolation, ManagedInputValidationError
 
 Keyset = tuple[datetime, str]  # (created_at, round_id): the order of list_rounds
+# Longer than any token the service issues (a round ID is at most 128 characters).
+MAX_TOKEN_CHARS = 2048
+# Event sequence numbers are 64-bit signed integers in both stores.
+_MAX_SEQ = 2**63 - 1
 
 
 def _encode(document: dict[str, Any]) -> str:
@@ -28,10 +32,14 @@ def _encode(document: dict[str, Any]) -> str:
 
 
 def _decode(token: str, field: str) -> dict[str, Any]:
+    # Every token the service issues is a few hundred characters; a longer one is
+    # not one of them, and is not decoded (nor its JSON's nesting walked).
+    if len(token) > MAX_TOKEN_CHARS:
+        raise _invalid(field, "unreadable")
     try:
         raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
         document = json.loads(raw)
-    except (binascii.Error, ValueError) as exc:
+    except (binascii.Error, ValueError, RecursionError) as exc:
         raise _invalid(field, "unreadable") from exc
     if not isinstance(document, dict):
         raise _invalid(field, "unreadable")
@@ -101,9 +109,24 @@ def cursor_token(cursor: Cursor) -> str:
 def read_cursor(token: str, execution_id: str) -> Cursor:
     document = _decode(token, "cursor")
     seq = document.get("s")
-    if document.get("v") != 1 or not isinstance(seq, int) or seq < 0:
+    if (
+        document.get("v") != 1
+        or not isinstance(seq, int)
+        or isinstance(seq, bool)
+        or not 0 <= seq <= _MAX_SEQ
+    ):
         raise _invalid("cursor", "unreadable")
     if document.get("e") != execution_id:
         raise _invalid("cursor", "was issued for another execution_id filter")
     snapshot_after = _keyset(document, "cursor") if "t" in document else None
     return Cursor(seq=seq, execution_id=execution_id, snapshot_after=snapshot_after)
+
+
+def require_reached(cursor: Cursor, last_seq: int) -> None:
+    """Refuse a cursor past the end of the event log (`last_seq`): issued by another
+    database (a fresh one, or an older backup), it would skip every event until the
+    log caught up with it, silently."""
+    if cursor.seq > last_seq:
+        raise _invalid(
+            "cursor", "is past the end of the event log: it was issued by another database"
+        )

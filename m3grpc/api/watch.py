@@ -28,7 +28,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, Generic, TypeVar
 
 from m3grpc.api.event_tail import EventTail
-from m3grpc.api.tokens import Cursor, Keyset, cursor_token, read_cursor
+from m3grpc.api.tokens import Cursor, Keyset, cursor_token, read_cursor, require_reached
 from m3grpc.runtime import EventKind, Runtime, StoredEvent
 from m3grpc.types import ExecutionState, ExecutionStatus, ManagedInputRecord, ManagedInputStatus
 from m3grpc.wire import events
@@ -178,6 +178,7 @@ class _Stream:
             await self._runtime.require_visible_execution(execution_id, self._principal)
         if token:
             cursor = read_cursor(token, execution_id)
+            require_reached(cursor, await self._runtime.last_event_seq())
             in_snapshot = cursor.snapshot_after is not None
         else:
             cursor = Cursor(seq=await self._runtime.last_event_seq(), execution_id=execution_id)

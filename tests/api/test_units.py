@@ -3,6 +3,8 @@ tokens, value conversion and the configuration file."""
 
 from __future__ import annotations
 
+import base64
+import json
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
@@ -162,6 +164,26 @@ def test_page_tokens_and_cursors() -> None:
     for bad in ("", "x", "e30", tokens.cursor_token(tokens.Cursor(7))):
         with pytest.raises(errors.ManagedInputValidationError):
             tokens.read_cursor(bad, "other")
+
+    def forged(document: object) -> str:
+        raw = json.dumps(document).encode()
+        return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+    # Readable JSON that no store could use, or that no token the service issues is:
+    # typed, never an OverflowError or a RecursionError reaching the caller.
+    for bad in (
+        forged({"v": 1, "s": 2**70, "e": ""}),
+        forged({"v": 1, "s": True, "e": ""}),
+        base64.urlsafe_b64encode(b"[" * 1500).decode(),  # within the length cap
+        base64.urlsafe_b64encode(b"[" * 100_000).decode(),
+    ):
+        with pytest.raises(errors.ManagedInputValidationError):
+            tokens.read_cursor(bad, "")
+        with pytest.raises(errors.ManagedInputValidationError):
+            tokens.read_page_token(bad, filters)
+    tokens.require_reached(tokens.Cursor(7), 7)
+    with pytest.raises(errors.ManagedInputValidationError):
+        tokens.require_reached(tokens.Cursor(8), 7)
 
 
 def test_value_conversion() -> None:

@@ -16,6 +16,7 @@ import grpc
 import pytest
 from google.rpc import error_details_pb2
 
+from m3grpc.api import tokens
 from m3grpc.wire.gen.m3.v1 import (
     elicitation_pb2,
     execution_pb2,
@@ -296,4 +297,34 @@ def test_an_unknown_kind_or_too_many_are_invalid_argument(
     assert bad.info.reason == "MODEL_VALIDATION_FAILED"
     violations = bad.detail(error_details_pb2.BadRequest).field_violations
     assert [(v.field, v.description) for v in violations] == [violation]
+    stubs.close()
+
+
+def test_a_cursor_past_the_end_of_the_log_is_invalid_argument(server: ServerProcess) -> None:
+    # A cursor another database issued (a fresh one, an older backup) would skip every
+    # event until this log caught up with it: refused, never a silent stream.
+    stubs = server.stubs()
+    execution_id = stubs.submit_managed()
+    stubs.wait_pending(execution_id)
+    watch = Watcher(stubs)
+    assert watch.take(1)[0][0] == "pending"
+    cursor = watch.events[-1].cursor
+    watch.close()
+    ahead = tokens.cursor_token(tokens.Cursor(seq=tokens.read_cursor(cursor, "").seq + 1000))
+    rejected = Watcher(stubs, cursor=ahead)
+    assert rejected.end() == []
+    assert rejected.error is not None
+    bad = failure(rejected.error)
+    assert bad.code == grpc.StatusCode.INVALID_ARGUMENT
+    assert bad.info.reason == "MANAGED_INPUT_INVALID"
+    violations = bad.detail(error_details_pb2.BadRequest).field_violations
+    assert [v.field for v in violations] == ["cursor"]
+    # The cursor it handed out still resumes.
+    resumed = Watcher(stubs, cursor=cursor)
+    e2 = stubs.submit_managed()
+    r2 = stubs.wait_pending(e2).round_id
+    assert ("pending", r2) in resumed.take(1)
+    resumed.close()
+    for done in (execution_id, e2):
+        stubs.executions.Cancel(execution_service_pb2.CancelRequest(execution_id=done))
     stubs.close()
