@@ -606,10 +606,12 @@ class WorkerPool:
                     return None
                 code = "worker_shutdown"  # its round moved on meanwhile: fail closed
             await resolver.fail_open_round(code, message)
+            operations = operations or await self._stored_operations(execution_id)
             return self._result(execution_id, operations, outcome, code, message)
         except Exception as exc:  # a harness bug must still finish the execution
             log.exception("harness %s failed on %s", harness_name, execution_id)
             await resolver.fail_open_round("harness_error", str(exc))
+            operations = operations or await self._stored_operations(execution_id)
             return self._result(
                 execution_id, operations, ExecutionOutcome.FAILED, "harness_error", str(exc)
             )
@@ -626,6 +628,16 @@ class WorkerPool:
             code, message = ran.failure
         await resolver.fail_open_round(code, message)
         return self._result(execution_id, operations, ExecutionOutcome.FAILED, code, message, agent)
+
+    async def _stored_operations(self, execution_id: str) -> list[OperationResult]:
+        """What the execution's operations returned, as stored when each finished: a
+        harness stopped midway (cancelled, crashed) hands back none of it, and a
+        Result must not lose what ran (recovery reports the same)."""
+        try:
+            return await offload(self._store.operation_results, execution_id)
+        except Exception:  # the store's fault: finish with what is at hand
+            log.warning("could not read the operation results of %s", execution_id, exc_info=True)
+            return []
 
     def _finish_bounded(
         self,

@@ -208,6 +208,27 @@ def test_cancel_while_pending(kit: MCPTestKit, store: SQLiteExecutionStore) -> N
     assert handle.snapshot().outcome is ExecutionOutcome.CANCELLED
 
 
+def test_a_cancel_keeps_what_the_operations_before_it_returned(kit: MCPTestKit) -> None:
+    # Cancelled while its second operation waits for input: the first one's result,
+    # stored as it finished, is in the Result, as recovery would report it.
+    agent = kit.agents([{"harness": "scripted", "models": []}])[0]
+    handle = agent.submit(
+        "Quote, then book",
+        server=mcp_server("shipping", "legacy"),
+        tools=["shipping:quote", "shipping:book_shipment"],
+        script=[
+            {"kind": "tool", "name": "quote", "arguments": {"weight_kg": 1.0}},
+            {"kind": "tool", "name": "book_shipment"},
+        ],
+        human_input="managed",
+    )
+    wait_pending(handle)
+    handle.cancel()
+    result = handle.result(timeout=60)
+    assert result.outcome is ExecutionOutcome.CANCELLED
+    assert [(op.operation_name, op.ok) for op in result.operations] == [("quote", True)]
+
+
 def test_result_wait_timeout_is_typed(kit: MCPTestKit) -> None:
     handle = submit_tool(kit, "shipping:book_shipment")
     wait_pending(handle)
