@@ -213,7 +213,11 @@ class Runtime:
             # (bounded by the limits), and the loop serves every other call.
             mode, document = await offload(self._validated, spec, human_input, request_id)
             queued = await offload(self.store.count_queued)
-            if queued >= self._queue_capacity:
+            # A retry of a submission already made (AIP-155) gets that execution (or
+            # its conflict), however full the queue is: often it is what fills it.
+            if queued >= self._queue_capacity and not await self._submitted_before(
+                request_id, principal
+            ):
                 raise WorkQueueFullError(
                     f"the work queue is full ({queued} queued executions); retry later",
                     retry_after_seconds=1.0,
@@ -245,6 +249,12 @@ class Runtime:
         created, _prepared = await asyncio.shield(call)
         self.lifecycle.execution_submitted(created.state.execution_id, replayed=not created.created)
         return created
+
+    async def _submitted_before(self, request_id: str | None, principal: str | None) -> bool:
+        if not request_id:
+            return False
+        found: bool = await offload(self.store.has_request_id, request_id, principal)
+        return found
 
     def _create(
         self,

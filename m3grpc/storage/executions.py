@@ -357,6 +357,15 @@ class SqlExecutionStore:
 
     # -- submission and reads ---------------------------------------------------
 
+    def has_request_id(self, request_id: str, principal: str | None = None) -> bool:
+        """Whether `principal` already submitted an execution with `request_id` (its
+        retry is answered by `create_execution`, whatever the queue holds)."""
+        with read_transaction(self._engine) as conn:
+            found = statements.SELECT_EXECUTION_BY_REQUEST_ID.first(
+                conn, {"request_id": _scoped_request_id(request_id, principal)}
+            )
+            return found is not None
+
     def create_execution(
         self,
         spec: Mapping[str, Any],

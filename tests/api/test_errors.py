@@ -269,12 +269,18 @@ def test_work_queue_full(tmp_path: Path) -> None:
     server = start_server(tmp_path, pool_size=0, queue_capacity=1)
     client = server.stubs()
     try:
-        client.submit_managed(request_id="queued-1")
+        first = client.submit_managed(request_id="queued-1")
         failure = expect_failure(client.submit_managed, request_id="queued-2")
         assert failure.code == grpc.StatusCode.RESOURCE_EXHAUSTED
         assert failure.info.reason == "WORK_QUEUE_FULL"
         assert dict(failure.info.metadata) == {"queue_capacity": "1"}
         assert failure.detail(RetryInfo).retry_delay.ToTimedelta().total_seconds() > 0
+        # A retry of the submission that fills the queue (AIP-155) gets its execution,
+        # and a different request under its ID the conflict, not WORK_QUEUE_FULL.
+        assert client.submit_managed(request_id="queued-1") == first
+        reused = expect_failure(client.submit_managed, request_id="queued-1", round_limit=2)
+        assert reused.code == grpc.StatusCode.ABORTED
+        assert reused.info.metadata["conflict_kind"] == "request_id_reused"
     finally:
         client.close()
         server.terminate()
