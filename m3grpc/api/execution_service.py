@@ -59,7 +59,12 @@ class ExecutionService(execution_service_pb2_grpc.ExecutionServiceServicer):
         # request paths.
         principal = principal_name()
         created = await self._runtime.submit(
-            document, human_input, request_id=request.request_id or None, principal=principal
+            document,
+            human_input,
+            request_id=request.request_id or None,
+            principal=principal,
+            # The request names its server; the document holds its configuration.
+            server_name=_server_name(request),
         )
         state = created.state
         # A replayed request_id is scoped to its principal: the execution is theirs.
@@ -184,6 +189,11 @@ def _execution_id(value: str) -> str:
             ],
         )
     return value
+
+
+def _server_name(request: pb.SubmitRequest) -> str:
+    spec = request.agent if request.WhichOneof("spec") == "agent" else request.operation
+    return spec.server
 
 
 def _submission(

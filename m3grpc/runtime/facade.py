@@ -202,8 +202,12 @@ class Runtime:
         *,
         request_id: str | None = None,
         principal: str | None = None,
+        server_name: str | None = None,
     ) -> CreatedExecution:
         """Queue an execution; `principal`: who submitted it (None: no authentication).
+        `server_name`: the name the caller gave the spec's server binding, when the
+        spec holds this service's configuration of it (the request_id's digest
+        covers the name: `create_execution`).
 
         When this process's worker pool has a free slot and nothing is queued ahead,
         the execution is claimed for it in the transaction that creates it, and its
@@ -242,6 +246,7 @@ class Runtime:
                 carrier,
                 claim_for,
                 validated,
+                server_name,
             )
         )
         if pool is not None:
@@ -265,6 +270,7 @@ class Runtime:
         carrier: dict[str, str],
         claim_for: tuple[str, timedelta] | None,
         validated: tuple[HumanInput, dict[str, Any]] | None,
+        server_name: str | None = None,
     ) -> tuple[CreatedExecution, Prepared | None]:
         """Validate (unless `validated` already) and store the submission (claimed
         for `claim_for`, if given), on a store thread: one hop off the loop. A
@@ -280,6 +286,7 @@ class Runtime:
             trace_context=carrier,
             principal=principal,
             claim_for=claim_for,
+            server_name=server_name,
         )
         prepared = None
         if created.claimed is not None and self._pool is not None:

@@ -375,10 +375,18 @@ class SqlExecutionStore:
         trace_context: Mapping[str, str] | None = None,
         principal: str | None = None,
         claim_for: tuple[str, timedelta] | None = None,
+        server_name: str | None = None,
     ) -> CreatedExecution:
         """Queue an execution owned by `principal` (None: no authentication). The same
         request_id with the same spec returns the first one; request IDs are scoped
         to the principal, so one principal's ID never finds another's execution.
+
+        `server_name`: the caller named its server binding and the spec holds this
+        process's configuration of it (the gRPC service), so the request digest
+        covers the name, not the configuration: a retry after the binding's
+        configuration changed (a rotated token, another replica's config) is the
+        same request. A request stored with a digest of the configuration (before
+        this was so) is still found by it.
 
         `trace_context` (a W3C carrier) is kept beside the spec in its JSON
         document, outside the request digest: a retry from another trace is
@@ -392,9 +400,11 @@ class SqlExecutionStore:
         if claim_for is not None:
             require_identifier(claim_for[0], "owner_id")
         document = json.loads(json.dumps(dict(spec), sort_keys=True, default=str))
-        digest = hashlib.sha256(
-            json.dumps([document, human_input], sort_keys=True).encode()
-        ).hexdigest()
+        digest = _request_digest(document, human_input)
+        digests = {digest}
+        if server_name is not None:
+            digest = _request_digest({**document, "server": server_name}, human_input)
+            digests.add(digest)
         if trace_context:
             document[TRACE_CONTEXT_KEY] = {str(k): str(v) for k, v in trace_context.items()}
         stored_request_id = _scoped_request_id(request_id, principal) if request_id else None
@@ -404,7 +414,7 @@ class SqlExecutionStore:
                     conn, {"request_id": stored_request_id}
                 )
                 if existing is not None:
-                    if existing.request_digest != digest:
+                    if existing.request_digest not in digests:
                         raise ManagedInputConflict(
                             "this request_id was used for a different submission",
                             conflict_kind=ConflictKind.REQUEST_ID_REUSED,
@@ -902,6 +912,10 @@ class SqlExecutionStore:
                 f"no execution {execution_id!r}", metadata={"execution_id": execution_id}
             )
         return row
+
+
+def _request_digest(document: Mapping[str, Any], human_input: str) -> str:
+    return hashlib.sha256(json.dumps([document, human_input], sort_keys=True).encode()).hexdigest()
 
 
 def _scoped_request_id(request_id: str, principal: str | None) -> str:

@@ -21,7 +21,15 @@ from m3grpc.wire.gen.m3.v1 import (
     execution_service_pb2,
 )
 
-from .conftest import Failure, Stubs, expect_failure, respond_request, start_server
+from .conftest import (
+    Failure,
+    ServerProcess,
+    Stubs,
+    expect_failure,
+    respond_request,
+    start_server,
+    write_config,
+)
 
 BadRequest = error_details_pb2.BadRequest
 ResourceInfo = error_details_pb2.ResourceInfo
@@ -280,6 +288,38 @@ def test_work_queue_full(tmp_path: Path) -> None:
         assert client.submit_managed(request_id="queued-1") == first
         reused = expect_failure(client.submit_managed, request_id="queued-1", round_limit=2)
         assert reused.code == grpc.StatusCode.ABORTED
+        assert reused.info.metadata["conflict_kind"] == "request_id_reused"
+    finally:
+        client.close()
+        server.terminate()
+
+
+def test_a_retry_after_its_bindings_configuration_changed_is_the_same_request(
+    tmp_path: Path,
+) -> None:
+    # The request names its server; the service's configuration of it (here a rotated
+    # environment variable, across a restart) is not part of what the client sent.
+    config = write_config(tmp_path / "m3.toml", tmp_path / "m3.sqlite", pool_size=0)
+    server = ServerProcess(config, tmp_path / "first.log").start()
+    client = server.stubs()
+    try:
+        first = client.submit_managed(request_id="retry-across-restart")
+    finally:
+        client.close()
+        server.terminate()
+    text = config.read_text()
+    config.write_text(
+        text.replace(
+            "[servers.shipping]\n", '[servers.shipping]\nenv = { API_TOKEN = "rotated" }\n', 1
+        )
+    )
+    server = ServerProcess(config, tmp_path / "second.log").start()
+    client = server.stubs()
+    try:
+        assert client.submit_managed(request_id="retry-across-restart") == first
+        reused = expect_failure(
+            client.submit_managed, request_id="retry-across-restart", round_limit=2
+        )
         assert reused.info.metadata["conflict_kind"] == "request_id_reused"
     finally:
         client.close()

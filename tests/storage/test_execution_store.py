@@ -59,6 +59,37 @@ def test_create_is_queued_and_idempotent_by_request_id(execution_store: SqlExecu
     assert claimed is not None and claimed.spec == spec  # both executions hold `spec`
 
 
+def test_a_named_binding_is_digested_by_its_name(execution_store: SqlExecutionStore) -> None:
+    # Over gRPC the caller names the binding and the service stores its configuration:
+    # a retry after the configuration changed (a rotated token) is the same request.
+    def spec(token: str, prompt: str = "book it") -> dict[str, object]:
+        server = {"transport": "stdio", "name": "shipping", "command": "srv", "env": {"T": token}}
+        return {"prompt": prompt, "server": server}
+
+    first = execution_store.create_execution(
+        spec("old"), human_input="managed", request_id="req-n", server_name="shipping"
+    )
+    retry = execution_store.create_execution(
+        spec("rotated"), human_input="managed", request_id="req-n", server_name="shipping"
+    )
+    assert not retry.created and retry.state == first.state
+    with pytest.raises(ManagedInputConflict) as caught:
+        execution_store.create_execution(
+            spec("rotated", "other"),
+            human_input="managed",
+            request_id="req-n",
+            server_name="shipping",
+        )
+    assert caught.value.conflict_kind is ConflictKind.REQUEST_ID_REUSED
+    # A request stored with the digest of its configuration (as before names were
+    # digested) is still found by it.
+    older = execution_store.create_execution(spec("old"), human_input="managed", request_id="req-o")
+    again = execution_store.create_execution(
+        spec("old"), human_input="managed", request_id="req-o", server_name="shipping"
+    )
+    assert not again.created and again.state == older.state
+
+
 def test_trace_context_travels_with_the_execution_outside_its_digest(
     execution_store: SqlExecutionStore,
 ) -> None:
