@@ -107,6 +107,12 @@ _CREATED = ROUND_RULE["create_round"].creates()
 # form (which reading back gives unchanged), e.g. a tuple that reads back as a list.
 _TIME_COLUMNS = ("deadline", "lease_expires_at", "created_at", "updated_at")
 _FREE_JSON_COLUMNS = ("turn_metadata", "operation_parameters")
+# Whether a round's execution has a cancel requested (submit_responses), built once.
+_CANCEL_REQUESTED = statements.Prepared(
+    sa.select(executions.c.cancel_requested).where(
+        executions.c.execution_id == sa.bindparam("execution_id")
+    )
+)
 # Recovery's work list (expired_round_ids), built once.
 _EXPIRED_ROUNDS = (
     sa.select(rounds.c.round_id)
@@ -475,6 +481,12 @@ class SqlManagedInputStore:
                 raise state_error(row, "the round already has a response")
             now = self.now()
             move = check_round(ROUND_RULE["submit_responses"], row, now=now)
+            # Cancel flags an execution a worker holds, and its worker fails the open
+            # round when it acts on it: an answer taken meanwhile would be acknowledged
+            # and then never delivered.
+            cancel = _CANCEL_REQUESTED.first(conn, {"execution_id": row.execution_id})
+            if cancel is not None and cancel.cancel_requested:
+                raise state_error(row, "its execution is being cancelled: it takes no answer")
             if row.deadline is not None and row.deadline <= now:
                 raise OperationTimeout(
                     "the round's deadline has passed",

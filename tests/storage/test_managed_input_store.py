@@ -385,6 +385,37 @@ def test_submit_rejects_ids_no_store_keeps(
     assert store.get_round(pending_id).status is ManagedInputStatus.PENDING
 
 
+def test_a_round_whose_execution_is_being_cancelled_takes_no_answer(
+    store: SqlManagedInputStore, execution_store: SqlExecutionStore, clock: ManualClock
+) -> None:
+    # Cancel only flags an execution a worker holds; until its worker fails the round,
+    # an answer would be acknowledged and then never delivered.
+    def held_round() -> str:
+        execution_id = new_execution(execution_store)
+        claimed = execution_store.claim_next(
+            owner_id="worker-a", lease_duration=timedelta(minutes=5)
+        )
+        assert claimed is not None and claimed.execution_id == execution_id
+        record = store.create_round(
+            make_round(execution_id, clock), lease=make_lease(clock), round_limit=3
+        )
+        return record.round_id
+
+    answered = held_round()
+    store.submit_responses(answered, ACCEPT, idempotency_key="before")
+    round_id = held_round()
+    for round_ in (answered, round_id):
+        state = execution_store.request_cancel(store.get_round(round_).pending.execution_id)
+        assert state.lifecycle is not ExecutionStatus.FINISHED  # its worker finishes it
+    with pytest.raises(ManagedInputStateError) as caught:
+        store.submit_responses(round_id, ACCEPT, idempotency_key="after")
+    assert "cancelled" in str(caught.value)
+    assert store.get_round(round_id).status is ManagedInputStatus.PENDING
+    # An answer taken before the cancel is still answered the same on a retry.
+    replay = store.submit_responses_detailed(answered, ACCEPT, idempotency_key="before")
+    assert replay.replayed
+
+
 def test_submit_to_unknown_round(store: SqlManagedInputStore) -> None:
     with pytest.raises(RoundNotFoundError):
         store.submit_responses("rnd_missing", ACCEPT, idempotency_key="k")
