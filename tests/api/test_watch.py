@@ -289,15 +289,19 @@ def test_an_unknown_kind_or_too_many_are_invalid_argument(
     server: ServerProcess, kinds: tuple[int, ...], violation: tuple[str, str]
 ) -> None:
     stubs = server.stubs()
-    rejected = Watcher(stubs, kinds=kinds)
+    violations = _refused(Watcher(stubs, kinds=kinds), "MODEL_VALIDATION_FAILED")
+    assert [(v.field, v.description) for v in violations] == [violation]
+    stubs.close()
+
+
+def _refused(rejected: Watcher, reason: str) -> list[Any]:
+    """The field violations of a stream refused INVALID_ARGUMENT with `reason`."""
     assert rejected.end() == []
     assert rejected.error is not None
     bad = failure(rejected.error)
     assert bad.code == grpc.StatusCode.INVALID_ARGUMENT
-    assert bad.info.reason == "MODEL_VALIDATION_FAILED"
-    violations = bad.detail(error_details_pb2.BadRequest).field_violations
-    assert [(v.field, v.description) for v in violations] == [violation]
-    stubs.close()
+    assert bad.info.reason == reason
+    return list(bad.detail(error_details_pb2.BadRequest).field_violations)
 
 
 def test_a_cursor_past_the_end_of_the_log_is_invalid_argument(server: ServerProcess) -> None:
@@ -311,13 +315,7 @@ def test_a_cursor_past_the_end_of_the_log_is_invalid_argument(server: ServerProc
     cursor = watch.events[-1].cursor
     watch.close()
     ahead = tokens.cursor_token(tokens.Cursor(seq=tokens.read_cursor(cursor, "").seq + 1000))
-    rejected = Watcher(stubs, cursor=ahead)
-    assert rejected.end() == []
-    assert rejected.error is not None
-    bad = failure(rejected.error)
-    assert bad.code == grpc.StatusCode.INVALID_ARGUMENT
-    assert bad.info.reason == "MANAGED_INPUT_INVALID"
-    violations = bad.detail(error_details_pb2.BadRequest).field_violations
+    violations = _refused(Watcher(stubs, cursor=ahead), "MANAGED_INPUT_INVALID")
     assert [v.field for v in violations] == ["cursor"]
     # The cursor it handed out still resumes.
     resumed = Watcher(stubs, cursor=cursor)
