@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from m3grpc.api.inbox.server import allowed_hosts
 from m3grpc.devtools.serve_process import ServeProcess
 from m3grpc.wire.gen.m3.v1 import execution_pb2
 from tests.api.conftest import ROOT, Stubs
@@ -106,6 +107,20 @@ def test_malformed_requests_are_typed_errors(inbox_service: InboxService, stubs:
         ({"idempotency_key": "k", "responses": {}, "extra": 1}, "extra"),
         # JSON spells what gRPC cannot carry: refused as gRPC refuses it, never a 500
         # and never an answer stored with a NUL (which PostgreSQL cannot keep).
+        # Past the JSON decoder's depth, and a number no Struct (a double) holds.
+        (b"[" * 100_000, None),
+        (
+            {
+                "idempotency_key": "k",
+                "responses": {
+                    "shipping_address": {
+                        "action": "ELICITATION_ACTION_ACCEPT",
+                        "content": {"street": 10**400, "city": "Pune"},
+                    }
+                },
+            },
+            "responses",
+        ),
         ({"idempotency_key": "k\ud800", "responses": {}}, "idempotency_key"),
         ({"idempotency_key": "k\x00", "responses": {}}, "idempotency_key"),
         (
@@ -272,3 +287,25 @@ def test_other_sites_cannot_post_answers_or_rebind_the_host(
     assert wrong_host.value.code == 400
     assert round_status(stubs, round_id) == PENDING
     assert client.respond(round_id, answer)[0] == 200
+
+
+@pytest.mark.parametrize(
+    ("address", "served"),
+    [
+        ("127.0.0.1:0", True),
+        ("127.0.0.5:0", True),
+        ("localhost:0", True),
+        ("[::1]:0", True),  # IPv6 loopback: as loopback as 127.0.0.1
+        ("0.0.0.0:0", False),
+        ("[::]:0", False),
+        ("inbox.example:0", False),
+    ],
+)
+def test_a_loopback_inbox_serves_only_its_own_host_names(address: str, served: bool) -> None:
+    # A loopback inbox may run without tokens (the service's exposure check), so a DNS
+    # name rebound to it must not be served, on IPv6 loopback as on IPv4.
+    hosts = allowed_hosts(address)
+    assert ("*" not in hosts) is served
+    if served:
+        assert "evil.example" not in hosts
+        assert {"localhost", "127.0.0.1", "[::1]"} <= set(hosts)

@@ -158,7 +158,7 @@ async def _body(request: Request) -> Any:
             raise _invalid("", f"the request body exceeds {MAX_BODY_BYTES} bytes")
     try:
         return json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):  # nesting past the decoder's depth limit
         raise _invalid("", "the request body is not JSON") from None
 
 
@@ -181,7 +181,8 @@ def _read_answer(body: Any, message: pb.RespondRequest) -> None:
         raise _invalid("responses", "must be an object of request key to response")
     try:
         json_format.ParseDict({"responses": responses}, message)
-    except json_format.ParseError:
+    except (json_format.ParseError, OverflowError, RecursionError):
+        # OverflowError: a JSON integer no double holds (a Struct number is one).
         # The parser's message quotes the offending value: an answer may be a secret.
         raise _invalid(
             "responses",

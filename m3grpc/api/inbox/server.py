@@ -16,6 +16,7 @@ from collections.abc import Iterator
 
 import uvicorn
 
+from m3grpc.api.config import is_loopback
 from m3grpc.api.inbox.access import InboxAccess
 from m3grpc.api.inbox.routes import build_app
 from m3grpc.api.watch import PendingWatch
@@ -29,11 +30,13 @@ class _Server(uvicorn.Server):
 
 
 def allowed_hosts(address: str) -> tuple[str, ...]:
-    """Host headers a loopback inbox answers (its own names); any for other binds."""
-    host = address.rpartition(":")[0].removeprefix("[").removesuffix("]")
-    if host == "localhost" or host.startswith("127."):
-        return ("localhost", "127.0.0.1", host)
-    return ("*",)
+    """Host headers a loopback inbox answers (its own names, IPv6's `[::1]` as a Host
+    header writes it); any for other binds. The same test of loopback as the
+    service's exposure check, which lets a loopback inbox run without tokens."""
+    if not is_loopback(address):
+        return ("*",)
+    host = address.rpartition(":")[0].lower()
+    return ("localhost", "127.0.0.1", "[::1]", host)
 
 
 class InboxServer:
