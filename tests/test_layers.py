@@ -22,6 +22,7 @@ MODELS = {
     "submit_options",
     "clipping",
     "text",
+    "waits",
     "tracing",
 }
 TOP_LEVEL = {"kit": "kit", "demo": "demo", "cli": "cli", "__main__": "cli"}

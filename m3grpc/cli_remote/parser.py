@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import math
 import os
 import sys
 from typing import Any
@@ -51,6 +52,14 @@ _STATUSES = (
 # m3grpc.wire.events.WATCH_EVENT_CLASSES; a test keeps the two equal, this layer
 # imports no protobuf).
 WATCH_KINDS = ("round_pending", "round_left_pending", "execution_finished")
+
+
+def _seconds(text: str) -> float:
+    """A --wait: a number of seconds (`inf`: without limit), not NaN."""
+    value = float(text)  # a ValueError is argparse's "invalid _seconds value"
+    if math.isnan(value):
+        raise argparse.ArgumentTypeError("not a number of seconds")
+    return value
 
 
 def _common() -> argparse.ArgumentParser:
@@ -103,12 +112,12 @@ def add_commands(commands: Any) -> None:
 
     result = verb("result", "wait for an execution's result (exit 1 unless it succeeded)")
     result.add_argument("execution_id", metavar="EXECUTION_ID")
-    result.add_argument("--wait", type=float, metavar="SECONDS", help="give up after this long")
+    result.add_argument("--wait", type=_seconds, metavar="SECONDS", help="give up after this long")
 
     pending = verb("pending", "show an execution's pending round and its requested fields")
     pending.add_argument("execution_id", metavar="EXECUTION_ID")
     pending.add_argument(
-        "--wait", type=float, metavar="SECONDS", help="wait up to this long for a round"
+        "--wait", type=_seconds, metavar="SECONDS", help="wait up to this long for a round"
     )
 
     respond = verb("respond", "answer a pending round")

@@ -32,6 +32,7 @@ from m3grpc.types import (
     FormElicitationRequest,
     ManagedInputStatus,
 )
+from m3grpc.waits import wait_seconds
 from m3grpc.wire.events import WATCH_EVENT_CLASSES, WatchEventClass
 
 # Each call's deadline (Result and pending waits have their own).
@@ -207,12 +208,15 @@ def watch(args: argparse.Namespace) -> int:
 
 
 def pending(args: argparse.Namespace) -> int:
-    deadline = None if args.wait is None else time.monotonic() + args.wait
+    waiting = args.wait is not None
+    # --wait inf (or longer than anyone means) waits without limit.
+    seconds = wait_seconds(args.wait, "--wait") if waiting else None
+    deadline = None if seconds is None else time.monotonic() + seconds
     with remote_kit(args) as kit:
         handle = kit.handle(args.execution_id)
         while True:
             found = handle.pending_elicitation()
-            if found is not None or deadline is None:
+            if found is not None or not waiting:
                 break
             state = handle.snapshot()
             if state.lifecycle is ExecutionStatus.FINISHED:
@@ -223,7 +227,7 @@ def pending(args: argparse.Namespace) -> int:
                     f"execution {args.execution_id} finished ({outcome}) with no round pending",
                 )
                 return exits.NOT_SUCCEEDED
-            if time.monotonic() >= deadline:
+            if deadline is not None and time.monotonic() >= deadline:
                 raise WaitTimedOut(
                     f"no round of {args.execution_id} became pending within {args.wait} s"
                 )

@@ -67,6 +67,7 @@ from m3grpc.types import (
     ManagedInputRecord,
     ManagedInputStatus,
 )
+from m3grpc.waits import wait_seconds
 
 
 def default_harnesses(*, codex: CodexSettings | None = None) -> dict[str, Harness]:
@@ -315,6 +316,7 @@ class Runtime:
     async def result(self, execution_id: str, timeout: float | None = None) -> ExecutionResult:
         """Wait for the terminal result; ResultWaitTimeout if `timeout` runs out first."""
         execution_id = _execution_id(execution_id)
+        timeout = wait_seconds(timeout)
         deadline = None if timeout is None else time.monotonic() + timeout
         assert self._poll is not None, "the runtime is not started"
         with self._poll.execution(execution_id):
@@ -392,6 +394,7 @@ class Runtime:
         seconds pass first. This process's worker wakes it at once (round stored,
         execution finished); writes of other processes are seen by polling."""
         execution_id = _execution_id(execution_id)
+        timeout = wait_seconds(timeout)
         deadline = None if timeout is None else time.monotonic() + timeout
         keys = (pending_key(execution_id), execution_id)
         while True:

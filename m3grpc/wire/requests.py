@@ -18,6 +18,7 @@ from m3grpc.errors import FieldViolation, ManagedInputValidationError, ModelVali
 from m3grpc.specs import AgentSpec, ElicitationPlan, OperationSpec, PermissionPolicy, ScriptStep
 from m3grpc.submit_options import SubmitOptions
 from m3grpc.types import ElicitationResponse
+from m3grpc.waits import wait_seconds
 from m3grpc.wire import convert, messages, spec_codec
 from m3grpc.wire.gen.m3.v1 import (
     elicitation_service_pb2,
@@ -132,12 +133,14 @@ def respond_request(
 def result_request(
     execution_id: str, timeout: float | None
 ) -> tuple[execution_service_pb2.ResultRequest, float | None]:
-    """The request and the call deadline for a Result wait."""
+    """The request and the call deadline for a Result wait (`waits.wait_seconds`:
+    no limit for None or a wait longer than anyone means)."""
     request = execution_service_pb2.ResultRequest(execution_id=execution_id)
-    if timeout is None:
+    seconds = wait_seconds(timeout)
+    if seconds is None:
         return request, None
-    request.timeout.CopyFrom(convert.duration(max(timeout, 0.0)))
-    return request, max(timeout, 0.0) + RESULT_DEADLINE_MARGIN
+    request.timeout.CopyFrom(convert.duration(seconds))
+    return request, seconds + RESULT_DEADLINE_MARGIN
 
 
 def _responses(

@@ -19,7 +19,7 @@ from m3grpc.api.config import ConfigError, load_config
 from m3grpc.errors import ConflictKind, FieldViolation
 from m3grpc.runtime.limits import encoded_size
 from m3grpc.servers import HttpServer, StdioServer
-from m3grpc.wire import convert
+from m3grpc.wire import convert, requests
 from m3grpc.wire.status import code_for, error_from_status, internal_status, status_for
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -184,6 +184,20 @@ def test_page_tokens_and_cursors() -> None:
     tokens.require_reached(tokens.Cursor(7), 7)
     with pytest.raises(errors.ManagedInputValidationError):
         tokens.require_reached(tokens.Cursor(8), 7)
+
+
+def test_a_result_waits_timeout_on_the_wire() -> None:
+    # None, infinity or longer than anyone means: no limit, and no call deadline (one
+    # of 1e10 s expired at once); NaN is refused before anything is sent.
+    for unlimited in (None, float("inf"), 1e10, 10**400):
+        request, deadline = requests.result_request("exe_x", unlimited)
+        assert not request.HasField("timeout") and deadline is None
+    request, deadline = requests.result_request("exe_x", -3)
+    assert request.timeout.ToTimedelta().total_seconds() == 0 and deadline is not None
+    for bad in (float("nan"), "10", True):
+        with pytest.raises(errors.ModelValidationError) as caught:
+            requests.result_request("exe_x", bad)
+        assert [v.field for v in caught.value.field_violations] == ["timeout"]
 
 
 def test_value_conversion() -> None:

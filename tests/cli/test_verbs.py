@@ -277,6 +277,9 @@ def test_errors_print_one_line_and_exit_with_the_documented_code(cli: Cli, tmp_p
 
     usage = cli("respond", "rnd_x")  # no answer given: argparse's usage error
     assert usage.code == 2
+    for verb in ("result", "pending"):  # NaN is no number of seconds: usage, not a traceback
+        nan = cli(verb, "exe_x", "--wait", "nan")
+        assert nan.code == 2 and "Traceback" not in nan.stderr, nan.stderr
 
     execution_id = cli.submit("shipping", "book_shipment")
     round_id = cli.wait_pending(execution_id)["round_id"]

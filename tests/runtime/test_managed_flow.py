@@ -19,7 +19,7 @@ from m3grpc import (
     MCPTestKit,
     UrlElicitationRequest,
 )
-from m3grpc.errors import OperationTimeout, ResultWaitTimeout
+from m3grpc.errors import ModelValidationError, OperationTimeout, ResultWaitTimeout
 from m3grpc.kit import AsyncExecutionHandle, ExecutionHandle
 from m3grpc.servers import ServerBinding
 from m3grpc.storage import SQLiteExecutionStore
@@ -238,6 +238,12 @@ def test_result_wait_timeout_is_typed(kit: MCPTestKit) -> None:
     assert isinstance(caught.value, OperationTimeout)
     assert time.monotonic() - started < 30  # it returned; the execution keeps waiting
     assert handle.snapshot().lifecycle is ExecutionStatus.WAITING_FOR_INPUT
+    # NaN is no timeout (it used to wait without ever giving up): refused, typed.
+    for wait in (handle.result, handle.wait_for_pending):
+        with pytest.raises(ModelValidationError):
+            wait(timeout=float("nan"))
+    # Infinity is no limit: the round already pending comes back.
+    assert handle.wait_for_pending(timeout=float("inf")) is not None
     handle.cancel()
 
 
