@@ -121,7 +121,9 @@ class ConfigError(ValueError):
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # No infinite or NaN durations: each becomes a timedelta, a gRPC channel argument
+    # or a deadline somewhere, none of which holds one.
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
 
 class Workers(_Section):
@@ -147,6 +149,7 @@ class Workers(_Section):
     lease_seconds: float = Field(
         default=30.0,
         gt=0,
+        le=86_400,
         description="The worker lease; recovery fails (or hands on) the work of a replica "
         "whose lease ran out.",
     )
@@ -159,11 +162,13 @@ class Workers(_Section):
     default_round_timeout_seconds: float | None = Field(
         default=86_400.0,
         gt=0,
+        le=315_360_000,  # ten years; a timedelta holds no more than 2.7 million
         description="A managed round's deadline when its spec sets no round_timeout.",
     )
     max_round_timeout_seconds: float | None = Field(
         default=604_800.0,
         gt=0,
+        le=315_360_000,  # ten years; a timedelta holds no more than 2.7 million
         description="The longest round_timeout a spec may set (Submit fails INVALID_ARGUMENT "
         "above it).",
     )
@@ -488,6 +493,8 @@ class ServiceConfig(_Section):
     keepalive_seconds: float = Field(
         default=30.0,
         gt=0,
+        # gRPC takes it in milliseconds as a 32-bit integer.
+        le=2_147_483,
         description="HTTP/2 keepalive pings, so idle WatchPending streams survive proxies.",
     )
     metrics_listen: str | None = Field(
@@ -586,11 +593,16 @@ def _binding(name: str, table: Any) -> ServerBinding:
         return table
     if not isinstance(table, Mapping):
         raise ValueError(f"[servers.{name}] must be a table")
+    if "name" in table:  # it would rename the binding its table names
+        raise ValueError(f"[servers.{name}] unknown key `name`: the table's name is the binding's")
     fields = {"name": name, **table}
-    if "url" in fields:
-        return HttpServer.model_validate(fields)
-    if "command" in fields:
-        return StdioServer.model_validate(fields)
+    try:
+        if "url" in fields:
+            return HttpServer.model_validate(fields)
+        if "command" in fields:
+            return StdioServer.model_validate(fields)
+    except ValidationError as exc:  # named by its table: with several, which one
+        raise ValueError(f"[servers.{name}] {_one_line(exc)}") from None
     raise ValueError(f"[servers.{name}] needs `command` (stdio) or `url` (HTTP)")
 
 
@@ -600,7 +612,7 @@ def load_config(path: str | os.PathLike[str] | None) -> ServiceConfig:
         return ServiceConfig()
     try:
         document = tomllib.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise ConfigError(f"cannot read {os.fspath(path)}: {exc}") from exc
     try:
         return ServiceConfig.model_validate(document)

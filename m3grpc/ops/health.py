@@ -51,5 +51,9 @@ def run_health(server: str, *, service: str = "", timeout: float = 5.0) -> int:
         code = exc.code().name if isinstance(exc, grpc.Call) else "UNKNOWN"
         print(f"m3grpc: health check of {server} failed: {code}", file=sys.stderr)
         return 1
+    except OSError as exc:  # a TLS file in the environment that cannot be read
+        problem = f"cannot read {exc.filename}: {exc.strerror}"
+        print(f"m3grpc: health check of {server}: {problem}", file=sys.stderr)
+        return 1
     print(status)
     return 0 if status == "SERVING" else 1

@@ -262,6 +262,26 @@ headers = { Authorization = "Bearer t" }
     path.write_text("unknown_key = 1\n")
     with pytest.raises(ConfigError):
         load_config(path)
+    # One line naming the key, never a traceback at start: values no timedelta or gRPC
+    # channel argument holds, a binding's own `name`, a binding's error by its table.
+    for text, named in (
+        ("keepalive_seconds = 3000000\n", "keepalive_seconds"),
+        ("[workers]\nlease_seconds = inf\n", "workers.lease_seconds"),
+        ("[workers]\nlease_seconds = 1e15\n", "workers.lease_seconds"),
+        ("[workers]\nmax_round_timeout_seconds = 1e300\n", "workers.max_round_timeout_seconds"),
+        ('[servers.a]\nname = "b"\ncommand = "x"\n', "[servers.a] unknown key `name`"),
+        (
+            '[servers.a]\ncommand = "x"\n[servers.c]\ncommand = "x"\nurl = "http://h/mcp"\n',
+            "[servers.c]",
+        ),
+    ):
+        path.write_text(text)
+        with pytest.raises(ConfigError) as caught:
+            load_config(path)
+        assert named in str(caught.value), text
+    path.write_bytes(b"\xff\xfe not UTF-8")
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_config(path)
 
 
 def test_example_config_loads() -> None:

@@ -30,3 +30,14 @@ def test_the_address_defaults_to_the_served_port() -> None:
     env.pop("M3_SERVER", None)
     done = m3grpc("health", "--timeout", "3", env=env)
     assert f"127.0.0.1:{port}" in done.stderr and done.returncode == 1
+
+
+def test_an_unreadable_tls_file_is_one_line() -> None:
+    port = _closed_port()
+    env = {**os.environ, "M3_TLS_CA": "/nonexistent/ca.pem"}
+    done = m3grpc("health", "--server", f"127.0.0.1:{port}", "--timeout", "3", env=env)
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert done.stderr.strip() == (
+        f"m3grpc: health check of 127.0.0.1:{port}: cannot read /nonexistent/ca.pem: "
+        "No such file or directory"
+    )
