@@ -5,7 +5,9 @@
 #   M3_CONFIG_TOML   the whole TOML file in one variable (written to $M3_RUNTIME_DIR/m3.toml)
 #   M3_CONFIG        the path of a mounted TOML file (default /etc/m3grpc/m3.toml, if present)
 #   otherwise one is written from M3_DATABASE (default /data/m3.sqlite, the volume;
-#                    an SQLite path or a postgresql+psycopg:// URL)
+#                    an SQLite path or a postgresql+psycopg:// URL) and M3_ALLOW_INSECURE
+#                    (1: `allow_insecure = true`; the service refuses 0.0.0.0 without TLS
+#                    and authentication otherwise; a given configuration says it itself)
 # Always:
 #   M3_LISTEN        HOST:PORT served on (default 0.0.0.0:50051; overrides the file's listen)
 #   M3_LOG_LEVEL     debug, info, warning or error (default info)
@@ -33,6 +35,10 @@ runtime_dir="${M3_RUNTIME_DIR:-/tmp/m3grpc}"
 listen="${M3_LISTEN:-0.0.0.0:50051}"
 log_level="${M3_LOG_LEVEL:-info}"
 
+if [ -n "${M3_CONFIG_TOML:-}" ] || [ -n "${M3_CONFIG:-}" ] || [ -f /etc/m3grpc/m3.toml ]; then
+    [ -z "${M3_ALLOW_INSECURE:-}" ] ||
+        fail "set allow_insecure in the configuration, not M3_ALLOW_INSECURE beside it"
+fi
 if [ -n "${M3_CONFIG_TOML:-}" ]; then
     [ -z "${M3_DATABASE:-}" ] || fail "set database in M3_CONFIG_TOML, not M3_DATABASE beside it"
     mkdir -p "$runtime_dir"
@@ -46,6 +52,11 @@ else
     mkdir -p "$runtime_dir"
     config="$runtime_dir/m3.toml"
     printf 'database = %s\n' "$(toml_string "${M3_DATABASE:-/data/m3.sqlite}")" >"$config"
+    case "${M3_ALLOW_INSECURE:-0}" in
+        1) printf 'allow_insecure = true\n' >>"$config" ;;
+        0) ;;
+        *) fail "M3_ALLOW_INSECURE=${M3_ALLOW_INSECURE}: 1 or 0" ;;
+    esac
 fi
 export M3_CONFIG="$config"
 export M3_LISTEN="$listen"

@@ -89,6 +89,27 @@ def test_contradictory_or_missing_configuration_is_refused(tmp_path: Path) -> No
     assert not (tmp_path / "x.sqlite").exists()
 
 
+def test_the_default_listen_needs_tls_and_auth_or_allow_insecure(tmp_path: Path) -> None:
+    # The image listens on 0.0.0.0, which serve refuses without TLS and authentication
+    # (before it binds anything): M3_ALLOW_INSECURE=1 says so in the written config.
+    database = str(tmp_path / "m3.sqlite")
+    refused = run_entrypoint(
+        env=entrypoint_env(tmp_path / "run", M3_DATABASE=database, M3_LISTEN="0.0.0.0:0")
+    )
+    assert refused.returncode == 2
+    assert "refusing to serve on 0.0.0.0:0" in refused.stderr, refused.stderr
+    assert "Traceback" not in refused.stderr
+    env = entrypoint_env(tmp_path / "run", M3_DATABASE=database, M3_ALLOW_INSECURE="1")
+    shown = run_entrypoint("sh", "-c", 'cat "$M3_CONFIG"', env=env)
+    assert tomllib.loads(shown.stdout) == {"database": database, "allow_insecure": True}
+    for wrong in (
+        {"M3_ALLOW_INSECURE": "yes"},
+        {"M3_ALLOW_INSECURE": "1", "M3_CONFIG_TOML": f'database = "{database}"'},
+    ):
+        bad = run_entrypoint(env=entrypoint_env(tmp_path / "run", M3_DATABASE=database, **wrong))
+        assert bad.returncode == 2 and bad.stderr.startswith("m3grpc-entrypoint: "), bad.stderr
+
+
 def test_serve_options_pass_through(tmp_path: Path) -> None:
     # Arguments that start with '-' are added to `m3grpc serve`: a bad one is its error.
     done = run_entrypoint(
