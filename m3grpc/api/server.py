@@ -493,10 +493,16 @@ async def serve(
     finally:
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(signum)
-        try:
-            await asyncio.to_thread(workers.stop, config.shutdown_grace_seconds)
-        finally:
-            await service.stop(config.shutdown_grace_seconds)
+        # Together: the service stops taking calls (and reports NOT_SERVING) at once,
+        # and both share one grace period. Stopping the worker processes first kept
+        # the service serving through their grace, then gave it a grace of its own.
+        grace = config.shutdown_grace_seconds
+        stopped = await asyncio.gather(
+            asyncio.to_thread(workers.stop, grace), service.stop(grace), return_exceptions=True
+        )
+        for outcome in stopped:
+            if isinstance(outcome, BaseException):
+                raise outcome
 
 
 def _log_args() -> list[str]:

@@ -11,6 +11,7 @@ Black-box; every wait is a bounded loop, nothing asserts on elapsed time.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sqlite3
@@ -21,6 +22,7 @@ import grpc
 import pytest
 
 from m3grpc.devtools.serve_process import ServeProcess
+from m3grpc.ops.health import check_health
 from m3grpc.wire.gen.m3.v1 import execution_pb2, execution_service_pb2
 
 from .conftest import ServerProcess, Stubs
@@ -144,6 +146,42 @@ def test_a_signal_to_the_process_group_ends_every_process_cleanly(
     finally:
         service.stop()
     assert "Fatal Python error" not in log.read_text(), service.log_tail()
+
+
+def test_sigterm_stops_serving_at_once_while_worker_processes_stop(tmp_path: Path) -> None:
+    """SIGTERM turns the service NOT_SERVING (and refuses calls) at once, while its
+    worker processes stop in the same grace period. Before, the service served on
+    through its worker processes' whole stop, and then took a grace of its own. A
+    worker process held stopped (SIGSTOP) makes that stop last (SIGKILL after the
+    grace): the service must be out of SERVING while it is still there."""
+    database = tmp_path / "m3.sqlite"
+    config = resume_config(tmp_path, database, pool_size=1, processes=2, grace=3.0)
+    service = ServeProcess(config, log=tmp_path / "server.log")
+    service.start()
+    try:
+        (child,) = worker_children(service)
+        wait_until_open(child, database)
+        os.kill(child, signal.SIGSTOP)
+        assert service.process is not None
+        service.process.send_signal(signal.SIGTERM)
+        left_serving_while_child_lived = False
+        for _ in range(600):  # bounded: the child is SIGKILLed after the grace (+5 s)
+            if not _running(child):
+                break
+            try:
+                status = check_health(service.address, timeout=2)
+            except grpc.RpcError:
+                status = "refused"
+            if status != "SERVING" and _running(child):
+                left_serving_while_child_lived = True
+                break
+            time.sleep(0.05)
+        assert left_serving_while_child_lived, service.log_tail()
+        assert service.process.wait(60) == 0, service.log_tail()
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(child, signal.SIGCONT)
+        service.stop()
 
 
 # Polling all but off: the workers', the waits' and WatchPending's (the runtime's own
