@@ -114,6 +114,7 @@ async def respond(runtime: Runtime, request: pb.RespondRequest) -> pb.RespondRes
             request.round_id,
             responses,
             idempotency_key=request.idempotency_key,
+            execution_id=request.execution_id or None,
         )
     except ManagedInputValidationError as error:
         if request.round_id and "round_id" not in error.metadata:

@@ -184,7 +184,10 @@ class AsyncRemoteExecutionHandle:
         *,
         idempotency_key: str,
     ) -> RespondOutcome:
-        return await self._kit.respond(round_id, responses, idempotency_key=idempotency_key)
+        # The round must be this execution's, as the embedded handle checks.
+        return await self._kit._run(
+            calls.respond(round_id, responses, idempotency_key, self.execution_id)
+        )
 
     async def snapshot(self) -> ExecutionState:
         return await self._kit._run(calls.snapshot(self.execution_id))

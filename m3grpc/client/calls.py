@@ -180,10 +180,12 @@ def respond(
     round_id: str,
     responses: Mapping[str, ElicitationResponse | Mapping[str, Any]],
     idempotency_key: str,
+    execution_id: str | None = None,
 ) -> Call[RespondOutcome]:
+    """`execution_id`: the round must be that execution's (a handle's own)."""
     return Call(
         lambda stubs: stubs.elicitation.Respond,
-        requests.respond_request(round_id, responses, idempotency_key),
+        requests.respond_request(round_id, responses, idempotency_key, execution_id),
         _respond_outcome,
     )
 

@@ -204,7 +204,10 @@ class RemoteExecutionHandle:
         *,
         idempotency_key: str,
     ) -> RespondOutcome:
-        return self._kit.respond(round_id, responses, idempotency_key=idempotency_key)
+        # The round must be this execution's, as the embedded handle checks.
+        return self._kit._run(
+            calls.respond(round_id, responses, idempotency_key, self.execution_id)
+        )
 
     def snapshot(self) -> ExecutionState:
         return self._kit._run(calls.snapshot(self.execution_id))

@@ -119,13 +119,16 @@ def respond_request(
     round_id: str,
     responses: Mapping[str, ElicitationResponse | Mapping[str, Any]],
     idempotency_key: str,
+    execution_id: str | None = None,
 ) -> elicitation_service_pb2.RespondRequest:
     """The request; a malformed response map raises ManagedInputValidationError, as
-    the embedded handle's `respond_elicitation` and the service do."""
+    the embedded handle's `respond_elicitation` and the service do. `execution_id`:
+    the execution the round must belong to (the service refuses another's)."""
     parsed = _responses(responses)
     return elicitation_service_pb2.RespondRequest(
         round_id=round_id,
         idempotency_key=idempotency_key,
+        execution_id=execution_id or "",
         responses={key: messages.response_message(value) for key, value in parsed.items()},
     )
 

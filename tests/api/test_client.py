@@ -115,6 +115,14 @@ def test_typed_errors(shared_server: ServerProcess) -> None:
         assert [v.field for v in malformed.value.field_violations] == [
             "responses['shipping_address'].action"
         ]
+        # A handle answers only its own execution's rounds, as the embedded one does.
+        with pytest.raises(ManagedInputValidationError) as elsewhere:
+            kit.handle("exe_other").respond_elicitation(
+                pending.round_id,
+                {"shipping_address": ElicitationResponse(action="decline")},
+                idempotency_key="wrong-handle",
+            )
+        assert [v.field for v in elsewhere.value.field_violations] == ["round_id"]
 
         answer = {"shipping_address": ElicitationResponse(action="accept", content=ADDRESS)}
         handle.respond_elicitation(pending.round_id, answer, idempotency_key="good")

@@ -131,8 +131,14 @@ type RespondRequest struct {
 	// and reuse both on retry after a lost acknowledgement. At most 200
 	// characters.
 	IdempotencyKey string `protobuf:"bytes,3,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Optional. The execution the round must belong to: the execution whose
+	// pending round the caller read (a client's execution handle sets it). If
+	// the round belongs to another execution, the call fails with
+	// INVALID_ARGUMENT (MANAGED_INPUT_INVALID, field `round_id`) and nothing
+	// changes. Empty: the round is answered whichever execution it belongs to.
+	ExecutionId   string `protobuf:"bytes,4,opt,name=execution_id,json=executionId,proto3" json:"execution_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RespondRequest) Reset() {
@@ -182,6 +188,13 @@ func (x *RespondRequest) GetResponses() map[string]*ElicitationResponse {
 func (x *RespondRequest) GetIdempotencyKey() string {
 	if x != nil {
 		return x.IdempotencyKey
+	}
+	return ""
+}
+
+func (x *RespondRequest) GetExecutionId() string {
+	if x != nil {
+		return x.ExecutionId
 	}
 	return ""
 }
@@ -487,11 +500,12 @@ const file_m3_v1_elicitation_service_proto_rawDesc = "" +
 	"\x11GetPendingRequest\x12!\n" +
 	"\fexecution_id\x18\x01 \x01(\tR\vexecutionId\"J\n" +
 	"\x12GetPendingResponse\x124\n" +
-	"\x05round\x18\x01 \x01(\v2\x1e.m3.v1.PendingElicitationRoundR\x05round\"\xf2\x01\n" +
+	"\x05round\x18\x01 \x01(\v2\x1e.m3.v1.PendingElicitationRoundR\x05round\"\x95\x02\n" +
 	"\x0eRespondRequest\x12\x19\n" +
 	"\bround_id\x18\x01 \x01(\tR\aroundId\x12B\n" +
 	"\tresponses\x18\x02 \x03(\v2$.m3.v1.RespondRequest.ResponsesEntryR\tresponses\x12'\n" +
-	"\x0fidempotency_key\x18\x03 \x01(\tR\x0eidempotencyKey\x1aX\n" +
+	"\x0fidempotency_key\x18\x03 \x01(\tR\x0eidempotencyKey\x12!\n" +
+	"\fexecution_id\x18\x04 \x01(\tR\vexecutionId\x1aX\n" +
 	"\x0eResponsesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x120\n" +
 	"\x05value\x18\x02 \x01(\v2\x1a.m3.v1.ElicitationResponseR\x05value:\x028\x01\"{\n" +

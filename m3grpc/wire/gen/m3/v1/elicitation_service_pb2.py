@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from m3grpc.wire.gen.m3.v1 import elicitation_pb2 as m3_dot_v1_dot_elicitation__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1fm3/v1/elicitation_service.proto\x12\x05m3.v1\x1a\x17m3/v1/elicitation.proto\"6\n\x11GetPendingRequest\x12!\n\x0c\x65xecution_id\x18\x01 \x01(\tR\x0b\x65xecutionId\"J\n\x12GetPendingResponse\x12\x34\n\x05round\x18\x01 \x01(\x0b\x32\x1e.m3.v1.PendingElicitationRoundR\x05round\"\xf2\x01\n\x0eRespondRequest\x12\x19\n\x08round_id\x18\x01 \x01(\tR\x07roundId\x12\x42\n\tresponses\x18\x02 \x03(\x0b\x32$.m3.v1.RespondRequest.ResponsesEntryR\tresponses\x12\'\n\x0fidempotency_key\x18\x03 \x01(\tR\x0eidempotencyKey\x1aX\n\x0eResponsesEntry\x12\x10\n\x03key\x18\x01 \x01(\tR\x03key\x12\x30\n\x05value\x18\x02 \x01(\x0b\x32\x1a.m3.v1.ElicitationResponseR\x05value:\x02\x38\x01\"{\n\x0fRespondResponse\x12\x19\n\x08round_id\x18\x01 \x01(\tR\x07roundId\x12\x31\n\x06status\x18\x02 \x01(\x0e\x32\x19.m3.v1.ManagedInputStatusR\x06status\x12\x1a\n\x08replayed\x18\x03 \x01(\x08R\x08replayed\",\n\x0fGetRoundRequest\x12\x19\n\x08round_id\x18\x01 \x01(\tR\x07roundId\"A\n\x10GetRoundResponse\x12-\n\x05round\x18\x01 \x01(\x0b\x32\x17.m3.v1.ElicitationRoundR\x05round\"\xa9\x01\n\x11ListRoundsRequest\x12\x1b\n\tpage_size\x18\x01 \x01(\x05R\x08pageSize\x12\x1d\n\npage_token\x18\x02 \x01(\tR\tpageToken\x12!\n\x0c\x65xecution_id\x18\x03 \x01(\tR\x0b\x65xecutionId\x12\x35\n\x08statuses\x18\x04 \x03(\x0e\x32\x19.m3.v1.ManagedInputStatusR\x08statuses\"m\n\x12ListRoundsResponse\x12/\n\x06rounds\x18\x01 \x03(\x0b\x32\x17.m3.v1.ElicitationRoundR\x06rounds\x12&\n\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken2\x91\x02\n\x12\x45licitationService\x12\x41\n\nGetPending\x12\x18.m3.v1.GetPendingRequest\x1a\x19.m3.v1.GetPendingResponse\x12\x38\n\x07Respond\x12\x15.m3.v1.RespondRequest\x1a\x16.m3.v1.RespondResponse\x12;\n\x08GetRound\x12\x16.m3.v1.GetRoundRequest\x1a\x17.m3.v1.GetRoundResponse\x12\x41\n\nListRounds\x12\x18.m3.v1.ListRoundsRequest\x1a\x19.m3.v1.ListRoundsResponseB\x8d\x01\n\tcom.m3.v1B\x17\x45licitationServiceProtoP\x01Z2github.com/m3grpc/m3grpc/clients/go/gen/m3/v1;m3v1\xa2\x02\x03MXX\xaa\x02\x05M3.V1\xca\x02\x05M3\\V1\xe2\x02\x11M3\\V1\\GPBMetadata\xea\x02\x06M3::V1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1fm3/v1/elicitation_service.proto\x12\x05m3.v1\x1a\x17m3/v1/elicitation.proto\"6\n\x11GetPendingRequest\x12!\n\x0c\x65xecution_id\x18\x01 \x01(\tR\x0b\x65xecutionId\"J\n\x12GetPendingResponse\x12\x34\n\x05round\x18\x01 \x01(\x0b\x32\x1e.m3.v1.PendingElicitationRoundR\x05round\"\x95\x02\n\x0eRespondRequest\x12\x19\n\x08round_id\x18\x01 \x01(\tR\x07roundId\x12\x42\n\tresponses\x18\x02 \x03(\x0b\x32$.m3.v1.RespondRequest.ResponsesEntryR\tresponses\x12\'\n\x0fidempotency_key\x18\x03 \x01(\tR\x0eidempotencyKey\x12!\n\x0c\x65xecution_id\x18\x04 \x01(\tR\x0b\x65xecutionId\x1aX\n\x0eResponsesEntry\x12\x10\n\x03key\x18\x01 \x01(\tR\x03key\x12\x30\n\x05value\x18\x02 \x01(\x0b\x32\x1a.m3.v1.ElicitationResponseR\x05value:\x02\x38\x01\"{\n\x0fRespondResponse\x12\x19\n\x08round_id\x18\x01 \x01(\tR\x07roundId\x12\x31\n\x06status\x18\x02 \x01(\x0e\x32\x19.m3.v1.ManagedInputStatusR\x06status\x12\x1a\n\x08replayed\x18\x03 \x01(\x08R\x08replayed\",\n\x0fGetRoundRequest\x12\x19\n\x08round_id\x18\x01 \x01(\tR\x07roundId\"A\n\x10GetRoundResponse\x12-\n\x05round\x18\x01 \x01(\x0b\x32\x17.m3.v1.ElicitationRoundR\x05round\"\xa9\x01\n\x11ListRoundsRequest\x12\x1b\n\tpage_size\x18\x01 \x01(\x05R\x08pageSize\x12\x1d\n\npage_token\x18\x02 \x01(\tR\tpageToken\x12!\n\x0c\x65xecution_id\x18\x03 \x01(\tR\x0b\x65xecutionId\x12\x35\n\x08statuses\x18\x04 \x03(\x0e\x32\x19.m3.v1.ManagedInputStatusR\x08statuses\"m\n\x12ListRoundsResponse\x12/\n\x06rounds\x18\x01 \x03(\x0b\x32\x17.m3.v1.ElicitationRoundR\x06rounds\x12&\n\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken2\x91\x02\n\x12\x45licitationService\x12\x41\n\nGetPending\x12\x18.m3.v1.GetPendingRequest\x1a\x19.m3.v1.GetPendingResponse\x12\x38\n\x07Respond\x12\x15.m3.v1.RespondRequest\x1a\x16.m3.v1.RespondResponse\x12;\n\x08GetRound\x12\x16.m3.v1.GetRoundRequest\x1a\x17.m3.v1.GetRoundResponse\x12\x41\n\nListRounds\x12\x18.m3.v1.ListRoundsRequest\x1a\x19.m3.v1.ListRoundsResponseB\x8d\x01\n\tcom.m3.v1B\x17\x45licitationServiceProtoP\x01Z2github.com/m3grpc/m3grpc/clients/go/gen/m3/v1;m3v1\xa2\x02\x03MXX\xaa\x02\x05M3.V1\xca\x02\x05M3\\V1\xe2\x02\x11M3\\V1\\GPBMetadata\xea\x02\x06M3::V1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -40,19 +40,19 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_GETPENDINGRESPONSE']._serialized_start=123
   _globals['_GETPENDINGRESPONSE']._serialized_end=197
   _globals['_RESPONDREQUEST']._serialized_start=200
-  _globals['_RESPONDREQUEST']._serialized_end=442
-  _globals['_RESPONDREQUEST_RESPONSESENTRY']._serialized_start=354
-  _globals['_RESPONDREQUEST_RESPONSESENTRY']._serialized_end=442
-  _globals['_RESPONDRESPONSE']._serialized_start=444
-  _globals['_RESPONDRESPONSE']._serialized_end=567
-  _globals['_GETROUNDREQUEST']._serialized_start=569
-  _globals['_GETROUNDREQUEST']._serialized_end=613
-  _globals['_GETROUNDRESPONSE']._serialized_start=615
-  _globals['_GETROUNDRESPONSE']._serialized_end=680
-  _globals['_LISTROUNDSREQUEST']._serialized_start=683
-  _globals['_LISTROUNDSREQUEST']._serialized_end=852
-  _globals['_LISTROUNDSRESPONSE']._serialized_start=854
-  _globals['_LISTROUNDSRESPONSE']._serialized_end=963
-  _globals['_ELICITATIONSERVICE']._serialized_start=966
-  _globals['_ELICITATIONSERVICE']._serialized_end=1239
+  _globals['_RESPONDREQUEST']._serialized_end=477
+  _globals['_RESPONDREQUEST_RESPONSESENTRY']._serialized_start=389
+  _globals['_RESPONDREQUEST_RESPONSESENTRY']._serialized_end=477
+  _globals['_RESPONDRESPONSE']._serialized_start=479
+  _globals['_RESPONDRESPONSE']._serialized_end=602
+  _globals['_GETROUNDREQUEST']._serialized_start=604
+  _globals['_GETROUNDREQUEST']._serialized_end=648
+  _globals['_GETROUNDRESPONSE']._serialized_start=650
+  _globals['_GETROUNDRESPONSE']._serialized_end=715
+  _globals['_LISTROUNDSREQUEST']._serialized_start=718
+  _globals['_LISTROUNDSREQUEST']._serialized_end=887
+  _globals['_LISTROUNDSRESPONSE']._serialized_start=889
+  _globals['_LISTROUNDSRESPONSE']._serialized_end=998
+  _globals['_ELICITATIONSERVICE']._serialized_start=1001
+  _globals['_ELICITATIONSERVICE']._serialized_end=1274
 # @@protoc_insertion_point(module_scope)

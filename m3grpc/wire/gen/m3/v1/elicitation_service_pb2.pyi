@@ -20,7 +20,7 @@ class GetPendingResponse(_message.Message):
     def __init__(self, round: _Optional[_Union[_elicitation_pb2.PendingElicitationRound, _Mapping]] = ...) -> None: ...
 
 class RespondRequest(_message.Message):
-    __slots__ = ("round_id", "responses", "idempotency_key")
+    __slots__ = ("round_id", "responses", "idempotency_key", "execution_id")
     class ResponsesEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -31,10 +31,12 @@ class RespondRequest(_message.Message):
     ROUND_ID_FIELD_NUMBER: _ClassVar[int]
     RESPONSES_FIELD_NUMBER: _ClassVar[int]
     IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
+    EXECUTION_ID_FIELD_NUMBER: _ClassVar[int]
     round_id: str
     responses: _containers.MessageMap[str, _elicitation_pb2.ElicitationResponse]
     idempotency_key: str
-    def __init__(self, round_id: _Optional[str] = ..., responses: _Optional[_Mapping[str, _elicitation_pb2.ElicitationResponse]] = ..., idempotency_key: _Optional[str] = ...) -> None: ...
+    execution_id: str
+    def __init__(self, round_id: _Optional[str] = ..., responses: _Optional[_Mapping[str, _elicitation_pb2.ElicitationResponse]] = ..., idempotency_key: _Optional[str] = ..., execution_id: _Optional[str] = ...) -> None: ...
 
 class RespondResponse(_message.Message):
     __slots__ = ("round_id", "status", "replayed")
