@@ -19,11 +19,17 @@ from datetime import timedelta
 from types import TracebackType
 from typing import Any, TypeVar
 
-from m3grpc.errors import FieldViolation, ModelValidationError
 from m3grpc.harness import Harness
 from m3grpc.runtime import Runtime, WorkerSettings
 from m3grpc.servers import ServerBinding
-from m3grpc.specs import AgentSpec, ElicitationPlan, OperationSpec, PermissionPolicy, ScriptStep
+from m3grpc.specs import (
+    AgentSpec,
+    ElicitationPlan,
+    OperationSpec,
+    PermissionPolicy,
+    ScriptStep,
+    agent_config,
+)
 from m3grpc.storage import EphemeralExecutionStore, SqlExecutionStore
 from m3grpc.submit_options import RespondOutcome, SubmitOptions
 from m3grpc.types import (
@@ -44,19 +50,6 @@ def _settings(concurrency: int, lease_seconds: float, poll_interval: float) -> W
         lease_duration=timedelta(seconds=lease_seconds),
         poll_interval=poll_interval,
     )
-
-
-def _agent_config(config: Mapping[str, Any], index: int) -> tuple[str, tuple[str, ...]]:
-    harness = config.get("harness")
-    models = config.get("models", [])
-    violations = []
-    if not isinstance(harness, str) or not harness:
-        violations.append(FieldViolation(f"agents[{index}].harness", "must be a harness name"))
-    if not isinstance(models, Sequence) or isinstance(models, str):
-        violations.append(FieldViolation(f"agents[{index}].models", "must be a list of models"))
-    if violations:
-        raise ModelValidationError("invalid agent configuration", field_violations=violations)
-    return str(harness), tuple(str(m) for m in models)
 
 
 # -- async ------------------------------------------------------------------------------
@@ -186,7 +179,7 @@ class AsyncMCPTestKit:
 
     def agents(self, configs: Sequence[Mapping[str, Any]]) -> list[AsyncAgent]:
         return [
-            AsyncAgent(self, *_agent_config(config, index)) for index, config in enumerate(configs)
+            AsyncAgent(self, *agent_config(config, index)) for index, config in enumerate(configs)
         ]
 
     async def submit(

@@ -7,11 +7,12 @@ as JSON with the execution.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from m3grpc.errors import FieldViolation, ModelValidationError
 from m3grpc.servers import TaggedServerBinding
 from m3grpc.types import ElicitationAction, OperationKind
 
@@ -107,3 +108,19 @@ class OperationSpec(_Spec):
 
 
 ExecutionSpec = Annotated[AgentSpec | OperationSpec, Field(discriminator="kind")]
+
+
+def agent_config(config: Mapping[str, Any], index: int) -> tuple[str, tuple[str, ...]]:
+    """(harness, models) of one of `kit.agents([...])`'s configurations, checked the
+    same way by the embedded kit and the remote client."""
+    harness = config.get("harness") if isinstance(config, Mapping) else None
+    models = config.get("models", []) if isinstance(config, Mapping) else None
+    violations = []
+    if not isinstance(harness, str) or not harness:
+        violations.append(FieldViolation(f"agents[{index}].harness", "must be a harness name"))
+    if not isinstance(models, Sequence) or isinstance(models, str):
+        violations.append(FieldViolation(f"agents[{index}].models", "must be a list of models"))
+    if violations:
+        raise ModelValidationError("invalid agent configuration", field_violations=violations)
+    assert isinstance(harness, str) and isinstance(models, Sequence)
+    return harness, tuple(str(m) for m in models)

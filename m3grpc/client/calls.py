@@ -16,6 +16,7 @@ from typing import Any, Generic, Literal, TypeVar
 import grpc
 
 from m3grpc.servers import ServerDescription
+from m3grpc.specs import agent_config
 from m3grpc.submit_options import RespondOutcome
 from m3grpc.types import (
     ElicitationResponse,
@@ -281,10 +282,9 @@ def watch_request(
 
 
 def agent_configs(configs: Any) -> list[tuple[str, tuple[str, ...]]]:
-    """(harness, models) of each agent configuration, as `kit.agents(...)` takes them."""
-    return [
-        (config.get("harness", "scripted"), tuple(config.get("models", ()))) for config in configs
-    ]
+    """(harness, models) of each agent configuration, as `kit.agents(...)` takes them
+    (and checks them: `specs.agent_config`)."""
+    return [agent_config(config, index) for index, config in enumerate(configs)]
 
 
 def _respond_outcome(reply: elicitation_service_pb2.RespondResponse) -> RespondOutcome:

@@ -35,6 +35,14 @@ _PLAN = TypeAdapter(ElicitationPlan)
 _POLICY = TypeAdapter(PermissionPolicy)
 # The AgentSpec's own bounds: 0 would go on the wire as "unset" (the default).
 _ROUND_LIMIT: TypeAdapter[int] = TypeAdapter(Annotated[int, AgentSpec.model_fields["round_limit"]])
+# The other arguments an AgentSpec checks, checked the same way before anything is sent.
+_PROMPT: TypeAdapter[str] = TypeAdapter(Annotated[str, AgentSpec.model_fields["prompt"]])
+_TOOLS: TypeAdapter[tuple[str, ...]] = TypeAdapter(
+    Annotated[tuple[str, ...], AgentSpec.model_fields["tools"]]
+)
+_ROUND_TIMEOUT: TypeAdapter[float | None] = TypeAdapter(
+    Annotated[float | None, AgentSpec.model_fields["round_timeout_seconds"]]
+)
 _RESPONSE = TypeAdapter(ElicitationResponse)
 
 
@@ -71,16 +79,18 @@ def agent_request(
         else PermissionPolicy()
     )
     agent = spec_codec.agent_message(
-        prompt=prompt,
+        prompt=_validated(_PROMPT, prompt, "prompt"),
         server=server_name(server),
         harness=harness,
         models=models,
-        tools=options.tools,
+        tools=_validated(_TOOLS, options.tools, "tools"),
         script=steps,
         elicitation_plan=plan,
         permission_policy=policy.default,
         round_limit=_validated(_ROUND_LIMIT, options.round_limit, "round_limit"),
-        round_timeout_seconds=options.round_timeout_seconds,
+        round_timeout_seconds=_validated(
+            _ROUND_TIMEOUT, options.round_timeout_seconds, "round_timeout_seconds"
+        ),
     )
     request = execution_service_pb2.SubmitRequest(agent=agent)
     return _finish(request, options.human_input, options.request_id)

@@ -4,6 +4,7 @@ built, typed errors rebuilt from the status details, and typed watch events."""
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import pytest
 
@@ -150,6 +151,30 @@ def test_typed_errors(shared_server: ServerProcess) -> None:
             agent.submit("p", server="shipping", tools=["elsewhere:tool"])
         assert [v.field for v in bad_tools.value.field_violations] == ["agent.tools[0]"]
         assert handle.result(timeout=60).outcome is ExecutionOutcome.SUCCEEDED
+
+
+def test_arguments_are_checked_as_the_embedded_api_checks_them() -> None:
+    # Refused before anything is sent (nothing listens there), with the embedded
+    # kit's typed errors and field paths, not accepted, defaulted or a TypeError.
+    with RemoteMCPTestKit("127.0.0.1:1", timeout=5) as kit:
+        for configs, fields in (
+            ([{"models": []}], ["agents[0].harness"]),
+            ([{"harness": "scripted", "models": "abc"}], ["agents[0].models"]),
+        ):
+            with pytest.raises(ModelValidationError) as bad_config:
+                kit.agents(configs)
+            assert [v.field for v in bad_config.value.field_violations] == fields
+        agent = kit.agents([{"harness": "scripted", "models": []}])[0]
+        for arguments, field in (
+            ({"prompt": None}, "prompt"),
+            ({"tools": [5]}, "tools[0]"),
+            ({"round_timeout_seconds": float("nan")}, "round_timeout_seconds"),
+            ({"round_timeout_seconds": float("inf")}, "round_timeout_seconds"),
+        ):
+            submitted: dict[str, Any] = {"prompt": "p", "server": "shipping", **arguments}
+            with pytest.raises(ModelValidationError) as bad_argument:
+                agent.submit(submitted.pop("prompt"), **submitted)
+            assert [v.field for v in bad_argument.value.field_violations] == [field]
 
 
 def test_spec_submission_and_watch_events(shared_server: ServerProcess) -> None:
