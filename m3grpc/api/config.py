@@ -468,6 +468,40 @@ def is_loopback(address: str) -> bool:
         return False  # another host name: it may resolve anywhere
 
 
+def exposure_problem(config: ServiceConfig, address: str, inbox_address: str | None) -> str | None:
+    """Why serving `address` (and the web inbox on `inbox_address`) would be refused,
+    or None: beyond loopback without TLS and authentication, unless the configuration
+    says `allow_insecure = true`. Anyone who can reach the port could read every
+    answer, and a bearer token in plaintext can be read on the way. The web inbox
+    authenticates with the bearer tokens of `[auth]`: beyond loopback without them,
+    it needs `allow_insecure` (or a proxy in front of a loopback inbox)."""
+    if config.allow_insecure:
+        return None
+    if inbox_address is not None and not is_loopback(inbox_address) and not config.auth.tokens:
+        return (
+            f"refusing to serve the web inbox on {inbox_address} without bearer tokens: "
+            "configure [[auth.tokens]], keep it on 127.0.0.1 (behind an authenticating "
+            "proxy) or set allow_insecure = true"
+        )
+    if is_loopback(address):
+        return None
+    missing = [
+        what
+        for what, present in (
+            ("TLS", config.tls is not None),
+            ("authentication", config.authenticates),
+        )
+        if not present
+    ]
+    if missing:
+        return (
+            f"refusing to serve on {address} without {' and '.join(missing)}: configure "
+            "[tls] and [auth] (see the README's Security section), listen on 127.0.0.1, "
+            "or set allow_insecure = true"
+        )
+    return None
+
+
 class ServiceConfig(_Section):
     database: str = Field(
         default=DEFAULT_DATABASE,

@@ -1,7 +1,9 @@
 """What a configuration will do, checked before serving: `m3grpc check-config` prints it,
 `m3grpc serve` logs it at INFO on start.
 
-Checks beyond the config model's own validation: each stdio binding's command
+Checks beyond the config model's own validation: that `serve` would not refuse the
+address (beyond loopback without TLS and authentication) and can read `[tls]`'s files;
+each stdio binding's command
 exists (on PATH, or as a path) and its `cwd` is a directory; each HTTP binding's
 URL has a host and a valid port; the database can be reached and its schema is
 one this version serves (see m3grpc/storage/schema_version.py).
@@ -17,7 +19,7 @@ from enum import StrEnum
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from m3grpc.api.config import ServiceConfig
+from m3grpc.api.config import ServiceConfig, exposure_problem
 from m3grpc.errors import EncryptionKeyError, StorageUnavailableError
 from m3grpc.runtime import SchemaStatus, faults_reported_by_caller, inspect_database, load_cipher
 from m3grpc.servers import HttpServer, ServerBinding, StdioServer
@@ -56,17 +58,22 @@ def preflight(
     *,
     database: SchemaStatus | None = None,
     check_database: bool = True,
+    listen: str | None = None,
+    inbox_listen: str | None = None,
 ) -> Preflight:
     """Every finding for `config` (read from `source`, None for the defaults).
 
     `database`: the schema status already known (serve has opened the store);
-    otherwise the database is inspected when `check_database` is set.
+    otherwise the database is inspected when `check_database` is set. `listen`,
+    `inbox_listen`: the addresses served, when options override the config's.
     """
     findings = [
         Finding(Level.OK, "config", source or "(built-in defaults)"),
-        Finding(Level.OK, "listen", config.listen),
+        listen_finding(config, listen or config.listen, inbox_listen or config.inbox.listen),
         Finding(Level.OK, "workers", _workers(config)),
     ]
+    if config.tls is not None:
+        findings.append(tls_finding(config))
     if database is not None:
         findings.append(_database_finding(config.database, database))
     elif check_database:
@@ -78,6 +85,29 @@ def preflight(
         findings.append(tracing_finding(config))
     findings.append(encryption_finding(config))
     return Preflight(tuple(findings))
+
+
+def listen_finding(config: ServiceConfig, listen: str, inbox_listen: str | None) -> Finding:
+    """The address served, or why serve would refuse it (and the web inbox's):
+    beyond loopback without TLS and authentication (`exposure_problem`)."""
+    problem = exposure_problem(config, listen, inbox_listen)
+    if problem is not None:
+        return Finding(Level.ERROR, "listen", problem)
+    return Finding(Level.OK, "listen", listen)
+
+
+def tls_finding(config: ServiceConfig) -> Finding:
+    """Whether `[tls]`'s files can be read (serve reads them at start)."""
+    assert config.tls is not None
+    files = [("cert", config.tls.cert), ("key", config.tls.key)]
+    if config.tls.client_ca is not None:
+        files.append(("client_ca", config.tls.client_ca))
+    for name, path in files:
+        try:
+            Path(path).read_bytes()
+        except OSError as exc:
+            return Finding(Level.ERROR, "tls", f"{name} {path}: {exc.strerror or exc}")
+    return Finding(Level.OK, "tls", ", ".join(f"{name} {path}" for name, path in files))
 
 
 def encryption_finding(config: ServiceConfig) -> Finding:

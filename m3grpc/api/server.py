@@ -19,7 +19,7 @@ from grpc_health.v1 import health, health_pb2_grpc
 
 from m3grpc.api import process_memory
 from m3grpc.api.auth import Authenticator, AuthInterceptor
-from m3grpc.api.config import ServiceConfig, Tls, check_listen, is_loopback
+from m3grpc.api.config import ServiceConfig, Tls, check_listen, exposure_problem
 from m3grpc.api.elicitation_service import ElicitationService
 from m3grpc.api.execution_service import ExecutionService
 from m3grpc.api.health import HealthMonitor
@@ -179,7 +179,7 @@ async def start_service(
         if stop_tracing is not None:
             stop_tracing()
         raise
-    _log_preflight(config, config_source)
+    _log_preflight(config, config_source, address, inbox_address)
     runtime = Runtime(
         store,
         settings=config.workers.settings(),
@@ -333,36 +333,10 @@ def _start_tracing(config: ServiceConfig) -> tuple[list[Any], Callable[[], None]
 
 
 def _check_exposure(config: ServiceConfig, address: str, inbox_address: str | None) -> None:
-    """Refuse to serve beyond loopback without TLS and authentication, unless the
-    configuration says `allow_insecure = true`: anyone who can reach the port could
-    read every answer, and a bearer token in plaintext can be read on the way.
-    The web inbox authenticates with the bearer tokens of `[auth]`: beyond
-    loopback without them, it needs `allow_insecure` (or a proxy in front of a
-    loopback inbox)."""
-    if config.allow_insecure:
-        return
-    if inbox_address is not None and not is_loopback(inbox_address) and not config.auth.tokens:
-        raise InsecureListenError(
-            f"refusing to serve the web inbox on {inbox_address} without bearer tokens: "
-            "configure [[auth.tokens]], keep it on 127.0.0.1 (behind an authenticating "
-            "proxy) or set allow_insecure = true"
-        )
-    if is_loopback(address):
-        return
-    missing = [
-        what
-        for what, present in (
-            ("TLS", config.tls is not None),
-            ("authentication", config.authenticates),
-        )
-        if not present
-    ]
-    if missing:
-        raise InsecureListenError(
-            f"refusing to serve on {address} without {' and '.join(missing)}: configure "
-            "[tls] and [auth] (see the README's Security section), listen on 127.0.0.1, "
-            "or set allow_insecure = true"
-        )
+    """Refuse to serve beyond loopback without TLS and authentication (`exposure_problem`)."""
+    problem = exposure_problem(config, address, inbox_address)
+    if problem is not None:
+        raise InsecureListenError(problem)
 
 
 def _server_credentials(tls: Tls) -> grpc.ServerCredentials:
@@ -419,12 +393,15 @@ def _probe_listen(address: str) -> None:
         raise ListenError(f"cannot listen on {address}: {reason}")
 
 
-def _log_preflight(config: ServiceConfig, source: str | None) -> None:
+def _log_preflight(
+    config: ServiceConfig, source: str | None, listen: str, inbox_listen: str | None
+) -> None:
     """The `m3grpc check-config` summary, at INFO (a problem at WARNING); never fatal:
     a broken binding fails only the executions that use it."""
     if not log.isEnabledFor(logging.INFO):
         return
-    for finding in preflight(config, source).findings:
+    findings = preflight(config, source, listen=listen, inbox_listen=inbox_listen).findings
+    for finding in findings:
         level = logging.INFO if finding.level == "ok" else logging.WARNING
         log.log(level, "config check: %s", finding.line())
 

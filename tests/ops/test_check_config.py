@@ -86,6 +86,31 @@ url = "http://127.0.0.1:99999/mcp"
     assert "database" not in done.stdout and done.stdout.splitlines()[-1] == "4 problems found"
 
 
+def test_what_serve_would_refuse_is_an_error_line(tmp_path: Path) -> None:
+    # check-config says what serve refuses: a public address without TLS and
+    # authentication, a web inbox beyond loopback without tokens, [tls] files that
+    # cannot be read.
+    exposed = write(tmp_path / "exposed.toml", 'listen = "0.0.0.0:50051"\n')
+    done = m3grpc("check-config", str(exposed), "--no-database")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "error listen: refusing to serve on 0.0.0.0:50051 without TLS and authentication" in (
+        done.stdout
+    )
+    inbox = write(tmp_path / "inbox.toml", '[inbox]\nlisten = "0.0.0.0:8080"\n')
+    done = m3grpc("check-config", str(inbox), "--no-database")
+    assert done.returncode == 1 and "refusing to serve the web inbox on 0.0.0.0:8080" in (
+        done.stdout
+    )
+    missing = tmp_path / "absent.pem"
+    tls = write(tmp_path / "tls.toml", f'[tls]\ncert = "{missing}"\nkey = "{missing}"\n')
+    done = m3grpc("check-config", str(tls), "--no-database")
+    assert done.returncode == 1
+    assert f"error tls: cert {missing}: No such file or directory" in done.stdout
+    allowed = write(tmp_path / "allowed.toml", 'listen = "0.0.0.0:50051"\nallow_insecure = true\n')
+    done = m3grpc("check-config", str(allowed), "--no-database")
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
 def test_an_invalid_file_is_one_line_and_exit_2(tmp_path: Path) -> None:
     config = write(tmp_path / "m3.toml", "[workers]\npool_size = -1\n")
     done = m3grpc("check-config", str(config))
