@@ -400,11 +400,8 @@ class SqlExecutionStore:
         if claim_for is not None:
             require_identifier(claim_for[0], "owner_id")
         document = json.loads(json.dumps(dict(spec), sort_keys=True, default=str))
-        digest = _request_digest(document, human_input)
-        digests = {digest}
-        if server_name is not None:
-            digest = _request_digest({**document, "server": server_name}, human_input)
-            digests.add(digest)
+        digested = document if server_name is None else {**document, "server": server_name}
+        digest = _request_digest(digested, human_input)
         if trace_context:
             document[TRACE_CONTEXT_KEY] = {str(k): str(v) for k, v in trace_context.items()}
         stored_request_id = _scoped_request_id(request_id, principal) if request_id else None
@@ -414,7 +411,11 @@ class SqlExecutionStore:
                     conn, {"request_id": stored_request_id}
                 )
                 if existing is not None:
-                    if existing.request_digest not in digests:
+                    if existing.request_digest != digest and (
+                        # Stored before names were digested: its configuration's digest.
+                        server_name is None
+                        or existing.request_digest != _configuration_digest(document, human_input)
+                    ):
                         raise ManagedInputConflict(
                             "this request_id was used for a different submission",
                             conflict_kind=ConflictKind.REQUEST_ID_REUSED,
@@ -912,6 +913,14 @@ class SqlExecutionStore:
                 f"no execution {execution_id!r}", metadata={"execution_id": execution_id}
             )
         return row
+
+
+def _configuration_digest(document: Mapping[str, Any], human_input: str) -> str:
+    """The digest of a request as stored before named bindings were digested by name:
+    of the whole spec document, the binding's configuration included (without the
+    trace context, which no digest covers)."""
+    spec = {key: value for key, value in document.items() if key != TRACE_CONTEXT_KEY}
+    return _request_digest(spec, human_input)
 
 
 def _request_digest(document: Mapping[str, Any], human_input: str) -> str:

@@ -85,7 +85,11 @@ def test_a_named_binding_is_digested_by_its_name(execution_store: SqlExecutionSt
     # digested) is still found by it.
     older = execution_store.create_execution(spec("old"), human_input="managed", request_id="req-o")
     again = execution_store.create_execution(
-        spec("old"), human_input="managed", request_id="req-o", server_name="shipping"
+        spec("old"),
+        human_input="managed",
+        request_id="req-o",
+        server_name="shipping",
+        trace_context={"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"},
     )
     assert not again.created and again.state == older.state
 
