@@ -52,9 +52,11 @@ class ExecutionService(execution_service_pb2_grpc.ExecutionServiceServicer):
         # size, while the loop serves every other call); the common small one inline,
         # without a thread hop.
         if request.ByteSize() > _INLINE_CONVERSION_BYTES:
-            document, human_input = await asyncio.to_thread(_submission, request, self._bindings)
+            document, human_input, server_name = await asyncio.to_thread(
+                _submission, request, self._bindings
+            )
         else:
-            document, human_input = _submission(request, self._bindings)
+            document, human_input, server_name = _submission(request, self._bindings)
         # Violations the model layer finds name model fields; guard maps them to
         # request paths.
         principal = principal_name()
@@ -64,7 +66,7 @@ class ExecutionService(execution_service_pb2_grpc.ExecutionServiceServicer):
             request_id=request.request_id or None,
             principal=principal,
             # The request names its server; the document holds its configuration.
-            server_name=_server_name(request),
+            server_name=server_name,
         )
         state = created.state
         # A replayed request_id is scoped to its principal: the execution is theirs.
@@ -191,20 +193,15 @@ def _execution_id(value: str) -> str:
     return value
 
 
-def _server_name(request: pb.SubmitRequest) -> str:
-    spec = request.agent if request.WhichOneof("spec") == "agent" else request.operation
-    return spec.server
-
-
 def _submission(
     request: pb.SubmitRequest, bindings: Mapping[str, ServerBinding]
-) -> tuple[dict[str, Any], HumanInput]:
+) -> tuple[dict[str, Any], HumanInput, str]:
     """The spec document and human_input of a SubmitRequest, with the named
-    binding swapped for the one this service configures."""
+    binding swapped for the one this service configures, and the name."""
     document, human_input = spec_codec.submission(request)
     name = document["server"]
     binding = bindings.get(name)
     if binding is None:
         raise binding_not_found(name, bindings)
     document["server"] = binding.model_dump(mode="json")
-    return document, human_input
+    return document, human_input, name
