@@ -32,15 +32,25 @@ EXECUTIONS = 6
 
 
 def worker_children(service: ServeProcess) -> list[int]:
-    """PIDs of the service's worker processes (its children running the module)."""
+    """PIDs of the service's worker processes (its children running the module).
+
+    Found by each process's parent in /proc/PID/stat: /proc/PID/task/TID/children,
+    read before, "is reliable only if all of the child processes are stopped or
+    frozen" (proc(5)), and once came back empty in a CI run of this file (whether
+    the worker process was gone then is not known)."""
     assert service.process is not None
-    pid = service.process.pid
-    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
     found = []
-    for child in children:
-        cmdline = Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0")
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if parent_of(int(entry.name)) != service.process.pid:
+                continue
+            cmdline = (entry / "cmdline").read_bytes().split(b"\0")
+        except (FileNotFoundError, ProcessLookupError):
+            continue  # it exited while we looked
         if b"m3grpc.api.worker_processes" in cmdline:
-            found.append(int(child))
+            found.append(int(entry.name))
     return found
 
 
