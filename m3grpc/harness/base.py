@@ -33,6 +33,8 @@ InputProtocol = Literal["legacy", "mrtr"]
 # `M3Error` raised by the resolver is recorded as `error.reason.lower()`.
 TOOL_ERROR = "tool_error"
 TOOL_NOT_SELECTED = "tool_not_selected"
+# An agent's call that the execution's permission policy refused (no tool selection).
+PERMISSION_DENIED = "permission_denied"
 TOOL_NOT_FOUND = "tool_not_found"
 ROUND_LIMIT_EXCEEDED = "round_limit_exceeded"
 INVALID_INPUT_RESPONSE = "invalid_input_response"

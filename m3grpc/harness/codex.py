@@ -7,24 +7,27 @@ starts `codex app-server` (JSON-RPC, one JSON object a line over stdio), and
 runs `initialize` -> `thread/start` -> (the MCP server is ready) ->
 `turn/start` with the prompt, following notifications to `turn/completed`.
 
+Codex's MCP server is M3's agent relay (`m3grpc.harness.relay`), named like the
+binding: the relay connects to the bound server as the scripted harness does
+(the binding's protocol generation applies), offers Codex only the selected
+tools (so does `enabled_tools` in the config), and records the operations.
 Codex's server-to-client requests are answered here:
 
 - MCP tool-call approvals (`mcpServer/elicitation/request` with
   `_meta.codex_approval_kind = "mcp_tool_call"`): accepted for the task's
-  selected tools of the bound server, declined for anything else (the call is
-  recorded as a failed operation, `tool_not_selected`). Every MCP tool is set
-  to prompt, so no call skips this check. With no selection at all, no call
-  is approved in advance: the permission policy answers.
-- The bound server's own elicitations (form or URL, forwarded by Codex as
-  `mcpServer/elicitation/request`) become `InputRound`s for the resolver:
-  managed rounds, or the elicitation plan with human_input="fail". The
-  operation is the MCP tool call in progress on that server.
+  selected tools of the bound server; with no selection at all, the
+  permission policy answers (a denied call is a failed operation
+  `permission_denied`); a call of an unselected tool (which Codex is not
+  offered) is declined and recorded `tool_not_selected`. Every MCP tool is
+  set to prompt, so no call skips this check.
+- The bound server's elicitations reach Codex from the relay in a shape Codex
+  0.171 accepts (it refuses a form schema with a top-level `title` or
+  `description`, which the MCP Python SDK's `ctx.elicit` sends), and come back
+  as `mcpServer/elicitation/request`; the relay hands the server's own request
+  to the resolver (managed rounds, or the elicitation plan with
+  human_input="fail") and the answer to the server.
 - Native prompts (command execution, file changes, permissions, user input)
   are answered by the task's `permission_policy` ("deny" by default).
-
-Codex 0.171 rejects a form schema with a top-level `title` and answers
-`cancel` to the server itself, without forwarding the request: such an
-elicitation never reaches M3 (see the README).
 
 Lifecycle: the process runs in its own process group (its MCP server
 children with it) and is stopped, and the temporary home removed, when `run`
@@ -32,13 +35,15 @@ returns or raises, cancellation included. Codex exits when its stdin closes
 (the worker died), and on Linux it also gets SIGKILL when the thread that
 started it dies (`setpriv --pdeathsig`), so a killed worker leaves no agent
 behind; a stale home of a dead worker is removed by the next harness created
-in that temp directory.
+in that temp directory. The relay (and a stdio server it started) lives in the
+worker and stops with the run.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import json
 import logging
 import os
@@ -51,27 +56,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from mcp_types import ElicitRequestFormParams, ElicitRequestParams, ElicitRequestURLParams
-from pydantic import ValidationError
+from mcp_types import Implementation
 
 from m3grpc.errors import M3Error
 from m3grpc.harness.base import (
-    INVALID_INPUT_RESPONSE,
-    ROUND_LIMIT_EXCEEDED,
+    PERMISSION_DENIED,
     SERVER_UNAVAILABLE,
-    TOOL_ERROR,
     TOOL_NOT_SELECTED,
-    UNSUPPORTED_INPUT_REQUEST,
     HarnessOutcome,
     HarnessTask,
     InputResolver,
-    InputRound,
     OperationRef,
     operation_id,
+    operation_index,
 )
-from m3grpc.harness.mcp_convert import domain_request, elicit_results
-from m3grpc.harness.request_keys import legacy_request_key
-from m3grpc.servers import StdioServer
+from m3grpc.harness.relay import AgentRelay, ForwardedElicitation, UnknownElicitation
+from m3grpc.harness.scripted import ScriptedHarness
 from m3grpc.types import AgentReport, NativePrompt, OperationResult
 
 logger = logging.getLogger(__name__)
@@ -83,6 +83,14 @@ AGENT_FAILED = "agent_failed"
 AGENT_UNAVAILABLE = "agent_unavailable"
 AGENT_TURN_FAILED = "agent_turn_failed"
 AGENT_TURN_INTERRUPTED = "agent_turn_interrupted"
+
+# What the bound server sees as its client: the relay, on Codex's behalf.
+RELAY_CLIENT_INFO = Implementation(
+    name="m3-agent-relay", title="M3 relay for Codex", version=CODEX_VERSION
+)
+# The top-level keys of a form schema Codex 0.171 forwards: with any other (a `title`
+# or `description`, as pydantic models render them) it answers `cancel` itself.
+_CODEX_FORM_KEYS = frozenset({"$schema", "type", "properties", "required"})
 
 _REPO_ROOT = Path(__file__).resolve().parents[2]
 _JSONRPC_LINE_LIMIT = 64 * 1024 * 1024  # one JSON-RPC message a line; results can be large
@@ -146,14 +154,26 @@ class CodexHarness:
 
     def __init__(self, settings: CodexSettings | None = None) -> None:
         self.settings = settings or CodexSettings.from_env()
+        # The relay's MCP client (HTTP connections, shared 2026-07-28 sessions).
+        self._mcp = ScriptedHarness(client_info=RELAY_CLIENT_INFO)
         _remove_stale_homes()
 
     async def run(self, task: HarnessTask, resolve_input: InputResolver) -> HarnessOutcome:
         home = Path(tempfile.mkdtemp(prefix=f"{HOME_PREFIX}{os.getpid()}-"))
         try:
-            return await _CodexRun(task, resolve_input, self.settings, home).execute()
+            return await _CodexRun(task, resolve_input, self.settings, home, self._mcp).execute()
         finally:
             shutil.rmtree(home, ignore_errors=True)
+
+    async def aclose(self) -> None:
+        """Close the relay's HTTP connections (the runtime calls it when it stops)."""
+        await self._mcp.aclose()
+
+
+def codex_schema(schema: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A form schema as the relay hands it to Codex: only the top-level keys Codex
+    forwards (the round keeps the server's schema whole)."""
+    return {key: value for key, value in schema.items() if key in _CODEX_FORM_KEYS}
 
 
 # -- config ------------------------------------------------------------------------------
@@ -179,8 +199,11 @@ def _toml_string(value: str) -> str:
     return json.dumps(value, ensure_ascii=False).replace("\x7f", "\\u007f")
 
 
-def codex_config(task: HarnessTask, settings: CodexSettings, model: str | None) -> str:
-    """The `config.toml` for one execution."""
+def codex_config(
+    task: HarnessTask, settings: CodexSettings, model: str | None, mcp_server: tuple[str, list[str]]
+) -> str:
+    """The `config.toml` for one execution; `mcp_server` is the command (and args)
+    Codex starts as the bound server: the relay's pipe."""
     lines: list[str] = []
     if model:
         lines.append(f"model = {_toml(model)}")
@@ -206,25 +229,21 @@ def codex_config(task: HarnessTask, settings: CodexSettings, model: str | None) 
             'wire_api = "responses"',
             f"env_key = {_toml(settings.env_key)}",
         ]
-    server = task.server
-    lines.append(f"[mcp_servers.{_toml(server.name)}]")
-    if isinstance(server, StdioServer):
-        lines += [f"command = {_toml(server.command)}", f"args = {_toml(list(server.args))}"]
-        if server.env:
-            lines.append(f"env = {_toml(dict(server.env))}")
-        if server.cwd is not None:
-            lines.append(f"cwd = {_toml(str(server.cwd))}")
-    else:
-        lines.append(f"url = {_toml(server.url)}")
-        if server.headers:
-            lines.append(f"http_headers = {_toml(dict(server.headers))}")
+    command, args = mcp_server
     lines += [
+        f"[mcp_servers.{_toml(task.server.name)}]",
+        f"command = {_toml(command)}",
+        f"args = {_toml(args)}",
         # Without `required` a server that is slow to start is silently left out.
         "required = true",
         f"startup_timeout_sec = {int(settings.startup_timeout_seconds)}",
         # Every call asks, so M3 checks each one against the tool selection.
         'default_tools_approval_mode = "prompt"',
     ]
+    if task.tools:
+        # The model is offered exactly the selected tools (none, if the selection
+        # names none of this server's); with no selection, every tool.
+        lines.append(f"enabled_tools = {_toml(task.selected_tools())}")
     return "\n".join(lines) + "\n"
 
 
@@ -268,32 +287,44 @@ class _RpcError(Exception):
 class _Call:
     """One MCP tool call of the agent (an `mcpToolCall` item)."""
 
-    ref: OperationRef
+    server: str
+    tool: str
     item_id: str
-    rounds: int = 0
-    refused: bool = False
-    failure: tuple[str, str] | None = None
 
 
 class _CodexRun:
     def __init__(
-        self, task: HarnessTask, resolve: InputResolver, settings: CodexSettings, home: Path
+        self,
+        task: HarnessTask,
+        resolve: InputResolver,
+        settings: CodexSettings,
+        home: Path,
+        mcp: ScriptedHarness,
     ) -> None:
         self._task = task
-        self._resolve = resolve
         self._settings = settings
         self._home = home
         self._model = task.models[0] if task.models else None
         self._selected = set(task.selected_tools())
+        # Operation identity: one sequence for the relay's operations and the calls
+        # refused before they reach it.
+        self._indices = itertools.count()
+        self._relay = AgentRelay(
+            task,
+            resolve,
+            mcp,
+            agent="codex",
+            next_index=lambda: next(self._indices),
+            present_schema=codex_schema,
+        )
+        self._refused: list[OperationResult] = []
         self._proc: asyncio.subprocess.Process | None = None
         self._stderr: BinaryIO | None = None
         self._next_id = 0
         self._waiting: dict[int, asyncio.Future[Any]] = {}
         self._handlers: set[asyncio.Task[None]] = set()
-        self._settling: set[asyncio.Task[None]] = set()
         self._calls: dict[str, _Call] = {}
         self._call_order: list[str] = []
-        self._results: list[OperationResult] = []
         self._prompts: list[NativePrompt] = []
         self._thread_id: str | None = None
         self._turn_id: str | None = None
@@ -304,7 +335,7 @@ class _CodexRun:
         self._mcp_ready = asyncio.Event()
         self._mcp_error: str | None = None
         self._turn_done = asyncio.Event()
-        # Set when the run must end early (a resolver error, an invalid answer).
+        # Set when the run must end early (a round's deadline passed, a resolver error).
         self._stop_reason: tuple[str, str] | None = None
         self._stop = asyncio.Event()
         self._closed = asyncio.Event()
@@ -313,8 +344,21 @@ class _CodexRun:
     # -- the run ---------------------------------------------------------------------------
 
     async def execute(self) -> HarnessOutcome:
+        try:
+            unreachable = await self._relay.start()
+            if unreachable is not None:
+                return self._outcome(failure=unreachable)
+            failure = await self._run_codex()
+        finally:
+            # Cancellation included: the relay stops serving, its operation in
+            # flight ends, and the connection to the server closes.
+            await self._relay.aclose()
+        return self._outcome(failure=failure)
+
+    async def _run_codex(self) -> tuple[str, str] | None:
         (self._home / "config.toml").write_text(
-            codex_config(self._task, self._settings, self._model), encoding="utf-8"
+            codex_config(self._task, self._settings, self._model, self._relay.launch_command()),
+            encoding="utf-8",
         )
         if self._settings.auth_home is not None:
             auth = self._settings.auth_home / "auth.json"
@@ -323,13 +367,13 @@ class _CodexRun:
         try:
             await self._start()
         except OSError as exc:
-            return self._outcome(failure=(AGENT_UNAVAILABLE, f"cannot start codex: {exc}"))
+            return (AGENT_UNAVAILABLE, f"cannot start codex: {exc}")
         reader = asyncio.create_task(self._read(), name="codex-reader")
         try:
             failure = await self._converse()
             if self._unexpected is not None:
                 raise self._unexpected
-            return self._outcome(failure=failure)
+            return failure
         finally:
             # Cancellation included: interrupt the turn, stop the process, drop the tasks.
             await self._shutdown(reader)
@@ -391,12 +435,12 @@ class _CodexRun:
         return None
 
     def _outcome(self, *, failure: tuple[str, str] | None) -> HarnessOutcome:
-        results = list(self._results)
-        # Calls still open when the run ended (interrupted, failed): record them too.
-        for item_id in self._call_order:
-            call = self._calls.get(item_id)
-            if call is not None and call.failure is not None:
-                results.append(call.ref.failed(*call.failure))
+        results = [*self._relay.operations, *self._refused]
+        # An operation cut short when the run ended early (its round's deadline
+        # passed): recorded with the reason.
+        if failure is not None:
+            results += [ref.failed(*failure) for ref in self._relay.unfinished]
+        results.sort(key=lambda result: operation_index(result.logical_operation_id) or 0)
         report = AgentReport(
             harness="codex",
             model=self._model,
@@ -470,9 +514,6 @@ class _CodexRun:
                         await asyncio.wait_for(proc.wait(), _STOP_GRACE_SECONDS)
             if self._stderr is not None:
                 self._stderr.close()
-            if self._settling:
-                with contextlib.suppress(BaseException):
-                    await asyncio.gather(*self._settling, return_exceptions=True)
             reader.cancel()
             for task in [*self._handlers, reader]:
                 task.cancel()
@@ -575,11 +616,6 @@ class _CodexRun:
             return
         self._on_notification(str(method), params)
 
-    def _settled(self, task: asyncio.Task[None]) -> None:
-        self._settling.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            logger.error("settling a round failed", exc_info=task.exception())
-
     def _handler_done(self, task: asyncio.Task[None]) -> None:
         self._handlers.discard(task)
         if task.cancelled():
@@ -626,54 +662,24 @@ class _CodexRun:
         if item.get("type") != "mcpToolCall":
             return
         item_id = str(item.get("id"))
-        arguments = item.get("arguments")
-        ref = OperationRef(
-            logical_operation_id=operation_id(len(self._call_order)),
-            server=str(item.get("server")),
-            operation_kind="tool",
-            operation_name=str(item.get("tool")),
-            arguments=dict(arguments) if isinstance(arguments, Mapping) else {},
-        )
-        self._calls[item_id] = _Call(ref, item_id)
+        self._calls[item_id] = _Call(str(item.get("server")), str(item.get("tool")), item_id)
         self._call_order.append(item_id)
 
     def _item_completed(self, item: Mapping[str, Any]) -> None:
         kind = item.get("type")
         if kind == "agentMessage":
             self._final_message = str(item.get("text") or "")
-            return
-        if kind != "mcpToolCall":
-            return
-        call = self._calls.pop(str(item.get("id")), None)
-        if call is None:
-            return
-        if call.refused:
-            result = call.ref.failed(
-                TOOL_NOT_SELECTED,
-                f"tool {call.ref.server}:{call.ref.operation_name} is not in the "
-                "execution's tool selection",
-            )
-        elif call.failure is not None:
-            result = call.ref.failed(*call.failure)
-        else:
-            result = _tool_result(call.ref, item)
-        self._results.append(result)
-        hook = getattr(self._resolve, "operation_finished", None)
-        if hook is not None:
-            # The answers given for this call have reached the server: it finished.
-            # Awaited (never cancelled) before the run ends, so a round's
-            # delivered -> resolved steps are not cut in half.
-            task = asyncio.create_task(hook(result))
-            self._settling.add(task)
-            task.add_done_callback(self._settled)
+        elif kind == "mcpToolCall":
+            # The relay recorded what the server returned (Codex's copy is reworded).
+            self._calls.pop(str(item.get("id")), None)
 
     def _open_call(self, server: str, tool: str | None = None) -> _Call | None:
         """The most recent MCP tool call in progress on `server` (named `tool`, if given)."""
         for item_id in reversed(self._call_order):
             call = self._calls.get(item_id)
-            if call is None or call.ref.server != server:
+            if call is None or call.server != server:
                 continue
-            if tool is None or call.ref.operation_name == tool:
+            if tool is None or call.tool == tool:
                 return call
         return None
 
@@ -733,81 +739,79 @@ class _CodexRun:
     ) -> Mapping[str, Any]:
         server = str(params.get("serverName"))
         tool = str(meta.get("tool_name"))
-        if server == self._task.server.name and tool in self._selected:
+        bound = server == self._task.server.name
+        if bound and tool in self._selected:
             return {"action": "accept", "content": {}}
-        if not self._task.tools and server == self._task.server.name:
-            # No selection: no call is approved in advance; the policy answers.
+        if bound and not self._task.tools:
+            # No selection: every tool is offered, and the permission policy answers.
             allow = self._task.permission_policy == "allow"
             self._prompt("mcp_tool_call", allow, f"{server}:{tool}")
             if allow:
                 return {"action": "accept", "content": {}}
-        call = self._open_call(server, tool)
-        if call is not None:
-            call.refused = True
-        logger.info("declined codex's call to unselected tool %s:%s", server, tool)
+            code, message = (
+                PERMISSION_DENIED,
+                f"the permission policy (deny) refused codex's call to {server}:{tool}",
+            )
+        else:
+            # Codex is offered only the selected tools: a second guard.
+            code, message = (
+                TOOL_NOT_SELECTED,
+                f"tool {server}:{tool} is not in the execution's tool selection",
+            )
+        self._refused.append(self._refused_call(server, tool).failed(code, message))
+        logger.info("declined codex's call to %s:%s (%s)", server, tool, code)
         return {"action": "decline"}
 
+    def _refused_call(self, server: str, tool: str) -> OperationRef:
+        return OperationRef(
+            logical_operation_id=operation_id(next(self._indices)),
+            server=server,
+            operation_kind="tool",
+            operation_name=tool,
+            arguments={},
+        )
+
     async def _elicitation(self, params: Mapping[str, Any]) -> Mapping[str, Any]:
-        server = str(params.get("serverName"))
-        call = self._open_call(server)
-        if call is None:
-            # Codex correlates elicitations with a call in progress; without one
-            # there is no operation to attribute a round to.
-            logger.warning("elicitation from %s outside a tool call; cancelled", server)
-            return {"action": "cancel"}
         if self._stop_reason is not None:
             return {"action": "cancel"}
-        if call.rounds >= self._task.round_limit:
-            message = f"the server asked for more than {self._task.round_limit} input rounds"
-            call.failure = (ROUND_LIMIT_EXCEEDED, message)
-            return {"action": "cancel"}
-        try:
-            wire = _wire_params(params)
-        except (ValidationError, ValueError) as exc:
-            call.failure = (UNSUPPORTED_INPUT_REQUEST, f"cannot read the elicitation: {exc}")
-            return {"action": "cancel"}
-        key = legacy_request_key(wire)
-        request = domain_request(wire, call.ref, fallback_elicitation_id=key)
-        round = InputRound(
-            operation=call.ref,
-            round_index=call.rounds,
-            requests={key: request},
-            request_state=None,
-            protocol="legacy",
-            harness_session_id=self._thread_id,
-            turn_metadata={
-                "harness": "codex",
-                "codex_version": CODEX_VERSION,
-                "thread_id": self._thread_id,
-                "turn_id": params.get("turnId") or self._turn_id,
-                "item_id": call.item_id,
-            },
+        mode = str(params.get("mode") or "form")
+        meta = params.get("_meta")
+        forwarded = ForwardedElicitation(
+            mode=mode,
+            message=str(params.get("message") or ""),
+            meta=meta if isinstance(meta, Mapping) else None,
         )
-        call.rounds += 1
+        call = self._open_call(str(params.get("serverName")))
         try:
-            answers = await self._resolve(round)
+            answer = await self._relay.answer(
+                forwarded,
+                harness_session_id=self._thread_id,
+                turn_metadata={
+                    "harness": "codex",
+                    "codex_version": CODEX_VERSION,
+                    "thread_id": self._thread_id,
+                    "turn_id": params.get("turnId") or self._turn_id,
+                    "item_id": call.item_id if call is not None else None,
+                },
+            )
+        except UnknownElicitation as exc:
+            logger.warning("codex passed on an elicitation M3 did not relay: %s", exc)
+            return {"action": "cancel"}
         except M3Error as exc:
             logger.warning(
-                "operation %s of execution %s failed: input resolver raised %s",
-                call.ref.logical_operation_id,
+                "execution %s: input resolver raised %s",
                 self._task.execution_id,
                 type(exc).__name__,
             )
-            self._end_run(call, (exc.reason.lower(), str(exc)))
-            return {"action": "cancel"}
-        try:
-            answer = elicit_results(round.requests, answers)[key]
-        except ValueError as exc:
-            self._end_run(call, (INVALID_INPUT_RESPONSE, str(exc)))
+            self._end_run((exc.reason.lower(), str(exc)))
             return {"action": "cancel"}
         reply: dict[str, Any] = {"action": answer.action}
-        if answer.content is not None:
-            reply["content"] = answer.content
+        if answer.action == "accept" and mode == "form":
+            reply["content"] = dict(answer.content or {})
         return reply
 
-    def _end_run(self, call: _Call, failure: tuple[str, str]) -> None:
-        """The operation failed for good (e.g. its round's deadline passed): end the turn."""
-        call.failure = failure
+    def _end_run(self, failure: tuple[str, str]) -> None:
+        """The run cannot go on (e.g. a round's deadline passed): end the turn."""
         if self._stop_reason is None:
             self._stop_reason = failure
         self._stop.set()
@@ -822,51 +826,9 @@ def _signal_group(pid: int, sig: signal.Signals) -> None:
         os.killpg(pid, sig)
 
 
-def _wire_params(params: Mapping[str, Any]) -> ElicitRequestParams:
-    """Codex's forwarded elicitation as the MCP SDK's params (the request as the server sent it)."""
-    mode = params.get("mode")
-    fields: dict[str, Any] = {"message": params.get("message")}
-    if isinstance(params.get("_meta"), Mapping):
-        fields["_meta"] = params["_meta"]
-    if mode == "url":
-        fields.update(url=params.get("url"), elicitationId=params.get("elicitationId"))
-        return ElicitRequestURLParams.model_validate(fields)
-    fields["requestedSchema"] = params.get("requestedSchema")
-    return ElicitRequestFormParams.model_validate(fields)
-
-
 def _snake(name: str) -> str:
     out = "".join(f"_{c.lower()}" if c.isupper() else c for c in name)
     return out.lstrip("_")
 
 
-def _tool_result(ref: OperationRef, item: Mapping[str, Any]) -> OperationResult:
-    result = item.get("result")
-    error = item.get("error")
-    is_error = bool(isinstance(result, Mapping) and result.get("isError"))
-    if error or item.get("status") == "failed" or is_error:
-        message = error.get("message") if isinstance(error, Mapping) else error
-        if message is None and isinstance(result, Mapping):
-            message = _text(result)
-        return ref.failed(
-            TOOL_ERROR,
-            str(message or "the tool call failed"),
-            result=dict(result) if isinstance(result, Mapping) else None,
-        )
-    return ref.result(
-        ok=True,
-        result={k: v for k, v in result.items() if v is not None}
-        if isinstance(result, Mapping)
-        else None,
-    )
-
-
-def _text(result: Mapping[str, Any]) -> str:
-    content = result.get("content")
-    if not isinstance(content, list):
-        return ""
-    texts = [block.get("text") for block in content if isinstance(block, Mapping)]
-    return " ".join(str(text) for text in texts if text is not None)
-
-
-__all__ = ["CODEX_VERSION", "CodexHarness", "CodexSettings", "codex_config"]
+__all__ = ["CODEX_VERSION", "CodexHarness", "CodexSettings", "codex_config", "codex_schema"]

@@ -78,10 +78,11 @@ ends, or at `aclose` (the runtime stopping).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field, replace
@@ -119,6 +120,7 @@ from mcp_types import (
     ListRootsResult,
     ReadResourceResult,
     Root,
+    ServerCapabilities,
     Task,
     TextContent,
     Tool,
@@ -221,11 +223,19 @@ class ScriptedHarness:
         )
 
     async def run(self, task: HarnessTask, resolve_input: InputResolver) -> list[OperationResult]:
+        return await self._new_run(task, resolve_input).execute()
+
+    def operations(self, task: HarnessTask, resolve_input: InputResolver) -> McpOperations:
+        """The execution's connection to its server, for operations run one at a time
+        as something else (an agent, through `m3grpc.harness.relay`) asks for them."""
+        return McpOperations(self._new_run(task, resolve_input))
+
+    def _new_run(self, task: HarnessTask, resolve_input: InputResolver) -> _Run:
         loop = asyncio.get_running_loop()
         shared = self._shared.get(loop)
         if shared is None:
             shared = self._shared[loop] = SharedSessions()
-        return await _Run(task, resolve_input, self._client_info, self._http, shared).execute()
+        return _Run(task, resolve_input, self._client_info, self._http, shared)
 
     async def aclose(self) -> None:
         """Close this event loop's shared sessions once no execution uses them, and its
@@ -478,18 +488,8 @@ class _Run:
                 TOOL_NOT_SELECTED,
                 f"tool {ref.server}:{step.name} is not in the execution's tool selection",
             )
-        if self._client is None:
-            try:
-                self._client = await self._connect(stack)
-            except _ProtocolMismatch as exc:
-                message = _mismatch_message(self._task.server, exc.offered)
-                return _failed(ref, PROTOCOL_MISMATCH, message, stop=True)
-            except Exception as exc:  # spawn, network and handshake failures alike
-                self._forget_discover()  # the server may have changed: ask it next time
-                logger.warning("cannot connect to MCP server %r", ref.server, exc_info=True)
-                tail = await self._stderr.drained() if self._stderr is not None else None
-                message = connect_failure(self._task.server, exc, tail)
-                return _failed(ref, SERVER_UNAVAILABLE, message, stop=True)
+        if self._client is None and (failure := await self._open(stack)) is not None:
+            return _failed(ref, *failure, stop=True)
         arguments: Mapping[str, Any] = step.arguments
         if step.kind == "tool":
             try:
@@ -520,6 +520,19 @@ class _Run:
             # The retry carries exactly the arguments of the call that asked.
             ref = resumed.operation
         return await self._operate(ref, resumed)
+
+    async def _open(self, stack: AsyncExitStack) -> tuple[str, str] | None:
+        """Connect to the server; None, or the failure (code, message) if it cannot be."""
+        try:
+            self._client = await self._connect(stack)
+        except _ProtocolMismatch as exc:
+            return PROTOCOL_MISMATCH, _mismatch_message(self._task.server, exc.offered)
+        except Exception as exc:  # spawn, network and handshake failures alike
+            self._forget_discover()  # the server may have changed: ask it next time
+            logger.warning("cannot connect to MCP server %r", self._task.server.name, exc_info=True)
+            tail = await self._stderr.drained() if self._stderr is not None else None
+            return SERVER_UNAVAILABLE, connect_failure(self._task.server, exc, tail)
+        return None
 
     async def _connect(self, stack: AsyncExitStack) -> Client:
         server = self._task.server
@@ -1142,6 +1155,134 @@ class _Run:
         return _failed(ref, INVALID_SERVER_RESULT, str(exc))
 
 
+class McpOperations:
+    """One execution's MCP connection, held open while an agent works and used one
+    operation at a time as the agent asks (see `m3grpc.harness.relay`).
+
+    Each operation runs exactly as a scripted step does (the same client: legacy
+    elicitations and 2026-07-28 retries as rounds for the resolver, -32042, tasks,
+    the selection check), so an agent's operations and a script's are alike.
+    Operations are serialized: the client tracks one operation in flight, and the
+    resolver's rounds follow one another. The connection lives in a task of its
+    own (`open` starts it, `aclose` ends it) because the SDK's task groups must be
+    left by the task that entered them.
+    """
+
+    def __init__(self, run: _Run) -> None:
+        self._run = run
+        self._turn = asyncio.Lock()
+        self._closing = asyncio.Event()
+        self._keeper: asyncio.Task[None] | None = None
+
+    async def open(self) -> tuple[str, str] | None:
+        """Connect (a stdio server is started); None, or why it failed (code, message)."""
+        opened: asyncio.Future[tuple[str, str] | None] = asyncio.get_running_loop().create_future()
+        self._keeper = asyncio.create_task(self._keep(opened), name="m3-mcp-operations")
+        return await opened
+
+    async def _keep(self, opened: asyncio.Future[tuple[str, str] | None]) -> None:
+        # A shared session's callbacks find the run through the context of its requests.
+        current_user.set(self._run)
+        try:
+            async with AsyncExitStack() as stack:
+                failure = await self._run._open(stack)
+                opened.set_result(failure)
+                if failure is not None:
+                    return
+                await self._closing.wait()
+                if self._run._lease is None:
+                    # As a script's own connection: what the resolver holds back is
+                    # stored before a stdio server's stop or a DELETE (see _execute).
+                    hook = getattr(self._run._resolver, "connection_closing", None)
+                    if hook is not None:
+                        await hook()
+        except BaseException as exc:
+            if not opened.done():
+                opened.set_exception(exc)
+            raise
+
+    def _client(self) -> Client:
+        client = self._run._client
+        if client is None:
+            raise RuntimeError("the MCP connection is not open")
+        return client
+
+    @property
+    def server_info(self) -> Implementation | None:
+        return self._client().server_info
+
+    @property
+    def capabilities(self) -> ServerCapabilities:
+        return self._client().server_capabilities
+
+    @property
+    def instructions(self) -> str | None:
+        return self._client().instructions
+
+    async def tools(self) -> list[Tool]:
+        """The server's tools (every page), as listed once for this connection."""
+        token = current_user.set(self._run)
+        try:
+            return list((await self._run._listed_tools()).values())
+        finally:
+            current_user.reset(token)
+
+    async def call(self, method: str, params: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """A plain request to the server (a listing), its result as the server sent it."""
+        token = current_user.set(self._run)
+        try:
+            return await self._run._task_session().send_raw(method, dict(params or {}))
+        finally:
+            current_user.reset(token)
+
+    async def run(
+        self,
+        index: int,
+        step: OperationStep,
+        *,
+        amend: Callable[[OperationResult], OperationResult] | None = None,
+    ) -> tuple[OperationResult, bool]:
+        """Run `step` as the execution's `index`-th operation: its result (passed
+        through `amend` before the resolver hears of it), and whether the execution
+        cannot go on (its round timed out, the connection is lost)."""
+        async with self._turn:
+            token = current_user.set(self._run)
+            try:
+                return await self._run_step(index, step, amend)
+            finally:
+                current_user.reset(token)
+
+    async def _run_step(
+        self,
+        index: int,
+        step: OperationStep,
+        amend: Callable[[OperationResult], OperationResult] | None,
+    ) -> tuple[OperationResult, bool]:
+        run = self._run
+        if step.kind == "tool" and run._task.tools:
+            selected = frozenset(run._task.selected_tools())
+        else:
+            # No selection: an agent is offered every tool (its approvals decide).
+            selected = frozenset(await run._listed_tools()) if step.kind == "tool" else frozenset()
+        async with AsyncExitStack() as unused:  # connected already: nothing enters it
+            outcome = await run._run_one(unused, index, _Planned(step, False), selected)
+        outcome = await run._explain_lost_connection(outcome)
+        if outcome.error is not None:
+            raise outcome.error
+        assert outcome.result is not None
+        result = outcome.result if amend is None else amend(outcome.result)
+        await run._report_finished(result, last=False)
+        return result, outcome.stop
+
+    async def aclose(self) -> None:
+        """Close the connection (a stdio server is stopped); idempotent."""
+        self._closing.set()
+        keeper, self._keeper = self._keeper, None
+        if keeper is not None:
+            with contextlib.suppress(Exception):
+                await keeper
+
+
 class _ProtocolMismatch(Exception):
     """The server does not speak the protocol its binding is pinned to; it `offered`."""
 
@@ -1371,4 +1512,4 @@ def _round_limit_message(active: _ActiveOperation) -> str:
     return f"the server asked for more than {active.round_limit} input rounds"
 
 
-__all__ = ["CLIENT_INFO", "ScriptedHarness"]
+__all__ = ["CLIENT_INFO", "McpOperations", "ScriptedHarness"]

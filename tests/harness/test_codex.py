@@ -224,17 +224,62 @@ def test_fail_mode_without_a_rule_fails_the_execution(kit: MCPTestKit, codex_bin
 # -- tool selection and native prompts --------------------------------------------------------
 
 
-def test_unselected_tool_is_refused(kit: MCPTestKit, model: FakeModel, codex_bin: str) -> None:
-    model.queue(CallTool("shipping", "book_shipment"))
+def mcp_tools(request: dict[str, Any]) -> list[str]:
+    return [name for name in offered_tools(request) if name.startswith("mcp__")]
+
+
+def test_the_agent_is_offered_exactly_the_selection(kit: MCPTestKit, model: FakeModel) -> None:
     handle = submit(kit, mcp_server("shipping"), tools=["shipping:quote"])
     result = handle.result(timeout=120)
-    assert result.outcome is ExecutionOutcome.FAILED
-    assert result.failure_code == "tool_not_selected"
+    assert result.outcome is ExecutionOutcome.SUCCEEDED, result
+    assert mcp_tools(model.requests[0]) == ["mcp__shipping/quote"]
     [operation] = result.operations
-    assert operation.operation_name == "book_shipment" and not operation.ok
-    # The tool never ran: it would have asked for an address.
+    assert (operation.operation_name, operation.ok) == ("quote", True)
+
+
+def test_a_call_outside_the_selection_does_not_fail_the_task(
+    kit: MCPTestKit, model: FakeModel, codex_bin: str
+) -> None:
+    """A model that names an unselected tool anyway gets Codex's "no such tool"; the
+    task is then done with the selected tool, and the execution succeeds."""
+    model.queue(CallTool("shipping", "book_shipment"), CallTool("shipping", "quote"))
+    handle = submit(kit, mcp_server("shipping"), tools=["shipping:quote"])
+    result = handle.result(timeout=120)
+    assert result.outcome is ExecutionOutcome.SUCCEEDED, result
+    assert [op.operation_name for op in result.operations] == ["quote"]
+    # The unselected tool never ran: it would have asked for an address.
     assert kit.store.managed_input_store.list_rounds(execution_id=handle.execution_id) == []
     assert_nothing_left(codex_bin)
+
+
+def test_without_a_selection_every_tool_is_offered(kit: MCPTestKit, model: FakeModel) -> None:
+    model.queue(CallTool("shipping", "quote"))
+    handle = submit(kit, mcp_server("shipping"), tools=[], permission_policy={"default": "allow"})
+    result = handle.result(timeout=120)
+    assert result.outcome is ExecutionOutcome.SUCCEEDED, result
+    assert sorted(mcp_tools(model.requests[0])) == [
+        "mcp__shipping/book_confirmed_shipment",
+        "mcp__shipping/book_shipment",
+        "mcp__shipping/keep_asking",
+        "mcp__shipping/quote",
+    ]
+
+
+def test_a_permission_policy_denial_says_so(kit: MCPTestKit, model: FakeModel) -> None:
+    model.queue(CallTool("shipping", "quote"))
+    handle = submit(kit, mcp_server("shipping"), tools=[])
+    result = handle.result(timeout=120)
+    assert result.outcome is ExecutionOutcome.FAILED
+    assert result.failure_code == "permission_denied"
+    assert result.failure_message is not None
+    assert "permission policy" in result.failure_message
+    assert "tool selection" not in result.failure_message
+    [operation] = result.operations
+    assert (operation.operation_name, operation.failure_code) == ("quote", "permission_denied")
+    assert result.agent is not None
+    assert [(p.kind, p.decision) for p in result.agent.native_prompts] == [
+        ("mcp_tool_call", "deny")
+    ]
 
 
 @pytest.mark.parametrize("policy", ["allow", "deny"])
@@ -280,17 +325,30 @@ def test_round_deadline_ends_the_turn(kit: MCPTestKit, codex_bin: str) -> None:
     assert_nothing_left(codex_bin)
 
 
-def test_titled_form_schema_is_cancelled_by_codex_itself(kit: MCPTestKit, model: FakeModel) -> None:
-    """Codex 0.171 refuses a form schema with a top-level title (tests/mcp_servers/shipping.py
-    sends the SDK's titled schema) and answers cancel without forwarding it: no round."""
+@pytest.mark.parametrize("variant", ["legacy", "mrtr"])
+def test_a_pydantic_titled_form_becomes_a_managed_round(
+    kit: MCPTestKit, model: FakeModel, variant: str
+) -> None:
+    """tests/mcp_servers/shipping.py asks with the SDK's usual `ctx.elicit(message,
+    ShippingAddress)` (legacy) or `Resolve(...)` (2026-07-28): a schema with a top-level
+    `title`, which Codex 0.171 would cancel itself. The caller sees the server's request."""
     model.queue(CallTool("shipping", "book_shipment"))
-    handle = submit(kit, mcp_server("shipping"))
+    binding = mcp_server("shipping", variant).model_copy(
+        update={"protocol": "legacy" if variant == "legacy" else "2026-07-28"}
+    )
+    handle = submit(kit, binding)
+    pending = answer(handle, ElicitationResponse(action="accept", content=ADDRESS))
+    request = pending.requests["shipping_address"]
+    assert request.mode == "form"
+    assert request.requested_schema["required"] == ["street", "city"]
+    if variant == "legacy":  # the SDK drops the title from 2026-07-28 requests
+        assert request.requested_schema["title"] == "ShippingAddress"
+    record = kit.store.managed_input_store.get_round(pending.round_id)
+    assert record.harness_resume_token is None  # an agent's round is never handed over
     result = handle.result(timeout=120)
-    assert result.outcome is ExecutionOutcome.SUCCEEDED, result.model_dump_json()
-    assert result.operations[0].result is not None
-    text = result.operations[0].result["content"][0]["text"]
-    assert text == "shipment not booked: cancelled"
-    assert kit.store.managed_input_store.list_rounds(execution_id=handle.execution_id) == []
+    assert result.outcome is ExecutionOutcome.SUCCEEDED, result
+    assert result.agent is not None
+    assert result.agent.final_message == "Done: booked shipment to 1 Main Street, Pune"
 
 
 def test_url_elicitation_becomes_a_round(kit: MCPTestKit, codex_bin: str) -> None:
@@ -351,19 +409,21 @@ def test_model_error_fails_the_turn(kit: MCPTestKit, model: FakeModel, codex_bin
     assert_nothing_left(codex_bin)
 
 
-def test_generated_config_for_an_http_binding_passes_strict_config(
-    tmp_path: Path, codex_bin: str
+@pytest.mark.parametrize("tools", [["remote:tool", "remote:other"], []])
+def test_generated_config_passes_strict_config(
+    tmp_path: Path, codex_bin: str, tools: list[str]
 ) -> None:
-    """The Streamable HTTP form of the MCP server table (url, http_headers) is one that
-    `--strict-config` accepts (it rejects unknown keys)."""
+    """The MCP server table Codex gets (the relay's pipe, `enabled_tools` for a
+    selection) is one that `--strict-config` accepts (it rejects unknown keys)."""
     task = HarnessTask(
         execution_id="exe_config",
         prompt="p",
         server=HttpServer(name="remote", url="http://127.0.0.1:9/mcp", headers={"X-Key": "v"}),
-        tools=["remote:tool"],
+        tools=tools,
     )
     settings = CodexSettings(base_url="http://127.0.0.1:9/v1", env_key=KEY_VAR)
-    (tmp_path / "config.toml").write_text(codex_config(task, settings, FAKE_MODEL_NAME))
+    relay = (sys.executable, ["-I", "-S", "relay_pipe.py", str(tmp_path / "relay.sock")])
+    (tmp_path / "config.toml").write_text(codex_config(task, settings, FAKE_MODEL_NAME, relay))
     initialize = {"id": 1, "method": "initialize", "params": {"clientInfo": {"name": "t"}}}
     run = subprocess.run(
         [codex_bin, "app-server", "--strict-config"],

@@ -27,8 +27,10 @@ def test_a_client_chosen_model_name_stays_one_string(model: str) -> None:
     task = HarnessTask(
         execution_id="exe_config", prompt="p", server=server, tools=["shipping:tool"]
     )
-    config = tomllib.loads(codex_config(task, CodexSettings(), model))
+    relay = ("/usr/bin/python3", ["-I", "-S", "relay_pipe.py", "/tmp/m3-relay-x/relay.sock"])
+    config = tomllib.loads(codex_config(task, CodexSettings(), model, relay))
     assert config["model"] == model
     assert list(config["mcp_servers"]) == ["shipping"]
-    assert config["mcp_servers"]["shipping"]["command"] == "python3"
-    assert config["mcp_servers"]["shipping"]["args"] == ["server.py"]
+    assert config["mcp_servers"]["shipping"]["command"] == relay[0]
+    assert config["mcp_servers"]["shipping"]["args"] == relay[1]
+    assert config["mcp_servers"]["shipping"]["enabled_tools"] == ["tool"]
