@@ -776,10 +776,12 @@ class _CodexRun:
             return {"action": "cancel"}
         mode = str(params.get("mode") or "form")
         meta = params.get("_meta")
+        schema = params.get("requestedSchema")
         forwarded = ForwardedElicitation(
             mode=mode,
             message=str(params.get("message") or ""),
             meta=meta if isinstance(meta, Mapping) else None,
+            requested_schema=schema if isinstance(schema, Mapping) else None,
         )
         call = self._open_call(str(params.get("serverName")))
         try:

@@ -132,6 +132,9 @@ class ForwardedElicitation:
     mode: str  # "form" or "url"
     message: str
     meta: Mapping[str, Any] | None = None
+    # The form schema as the agent passed it on (it may have dropped what it does
+    # not model); only informative: the round keeps the server's own.
+    requested_schema: Mapping[str, Any] | None = None
 
 
 @dataclass

@@ -9,7 +9,6 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,12 +25,11 @@ from m3grpc.devtools.fake_model import (
     offered_tools,
 )
 from m3grpc.harness import HarnessTask
-from m3grpc.harness.codex import CodexHarness, CodexSettings, codex_config
+from m3grpc.harness.codex import CodexSettings, codex_config
 from m3grpc.servers import HttpServer
-from m3grpc.storage import SQLiteExecutionStore
 from m3grpc.types import ExecutionOutcome, ManagedInputStatus
 from tests.runtime.conftest import eventually, mcp_server, wait_pending
-from tests.support.codex import codex_binary, codex_processes, homes_of
+from tests.support.codex import KEY_VAR, assert_nothing_left, codex_processes
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE_SERVER = ROOT / "examples" / "shipping_server.py"
@@ -41,50 +39,19 @@ SPECS = [
     base / "shared" / "spec" / "managed-elicitation-input.txt"
     for base in (ROOT.parent, ROOT.parent.parent)
 ]
-KEY_VAR = "M3_FAKE_MODEL_KEY"
 ADDRESS = {"street": "1 Main Street", "city": "Pune"}
 PROMPT = "Ask for the delivery address, then book the shipment."
 
 
-@pytest.fixture(scope="session")
-def codex_bin() -> str:
-    return codex_binary()
-
-
 @pytest.fixture
-def model() -> Iterator[FakeModel]:
-    with FakeModel() as fake:
-        yield fake
-
-
-@pytest.fixture
-def settings(codex_bin: str, model: FakeModel) -> CodexSettings:
-    return CodexSettings(
-        binary=codex_bin, base_url=model.base_url, env_key=KEY_VAR, env={KEY_VAR: FAKE_API_KEY}
-    )
-
-
-@pytest.fixture
-def kit(tmp_path: Path, settings: CodexSettings) -> Iterator[MCPTestKit]:
-    store = SQLiteExecutionStore(tmp_path / "executions.sqlite")
-    try:
-        with MCPTestKit(
-            store=store, env={}, poll_interval=0.2, harnesses={"codex": CodexHarness(settings)}
-        ) as kit:
-            yield kit
-    finally:
-        store.close()
+def kit(codex_kit: MCPTestKit) -> MCPTestKit:
+    return codex_kit
 
 
 def example_server() -> StdioServer:
     return StdioServer(
         name="shipping", command=sys.executable, args=[str(EXAMPLE_SERVER)], protocol="legacy"
     )
-
-
-def assert_nothing_left(codex_bin: str) -> None:
-    assert codex_processes(codex_bin) == []
-    assert homes_of(os.getpid()) == []
 
 
 def submit(kit: MCPTestKit, server: StdioServer, **options: Any) -> Any:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import os
 import subprocess
 import tempfile
 from pathlib import Path
@@ -10,6 +11,8 @@ from pathlib import Path
 from m3grpc.harness.codex import HOME_PREFIX
 
 SETUP = Path(__file__).resolve().parents[2] / "scripts" / "setup-codex.sh"
+# The variable holding the fake model's key in tests (Codex's provider `env_key`).
+KEY_VAR = "M3_FAKE_MODEL_KEY"
 
 
 @functools.cache
@@ -48,3 +51,9 @@ def codex_processes(codex_bin: str) -> list[int]:
 def homes_of(pid: int) -> list[Path]:
     """The temporary CODEX_HOMEs that process `pid` created and that still exist."""
     return list(Path(tempfile.gettempdir()).glob(f"{HOME_PREFIX}{pid}-*"))
+
+
+def assert_nothing_left(codex_bin: str) -> None:
+    """No Codex process and no temporary home of this test process is left."""
+    assert codex_processes(codex_bin) == []
+    assert homes_of(os.getpid()) == []
