@@ -313,6 +313,7 @@ class _CodexRun:
             task,
             resolve,
             mcp,
+            directory=home,
             agent="codex",
             next_index=lambda: next(self._indices),
             present_schema=codex_schema,

@@ -163,6 +163,7 @@ class AgentRelay:
         resolve: InputResolver,
         mcp: ScriptedHarness,
         *,
+        directory: Path,
         agent: str,
         next_index: Callable[[], int],
         present_schema: SchemaPresenter = as_sent,
@@ -173,8 +174,13 @@ class AgentRelay:
         self._next_index = next_index
         self._present_schema = present_schema
         self._ops: McpOperations = mcp.operations(task, _RelayResolver(self))
-        self._directory = _socket_directory()
-        self._socket = str(self._directory / "relay.sock")
+        # The socket lives in the agent's private run directory (removed with it,
+        # also by the next harness when a killed worker left it behind).
+        self._socket = str(directory / "relay.sock")
+        self._own_directory: Path | None = None
+        if len(self._socket) > _SOCKET_PATH_LIMIT:
+            self._own_directory = Path(tempfile.mkdtemp(prefix="m3-relay-", dir="/tmp"))
+            self._socket = str(self._own_directory / "relay.sock")
         self._serving: asyncio.Task[None] | None = None
         self._turn = asyncio.Lock()
         self._asking: ServerRequestContext[Any] | None = None
@@ -212,7 +218,10 @@ class AgentRelay:
                 with contextlib.suppress(BaseException):
                     await relayed.answers
         await self._ops.aclose()
-        shutil.rmtree(self._directory, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            os.unlink(self._socket)
+        if self._own_directory is not None:
+            shutil.rmtree(self._own_directory, ignore_errors=True)
 
     # -- the harness's side: an elicitation the agent passed on ------------------------
 
@@ -557,16 +566,6 @@ async def _serve_stream(server: Server[Any], options: Any, stream: anyio.abc.Soc
             pass  # the agent went away
         finally:
             group.cancel_scope.cancel()
-
-
-def _socket_directory() -> Path:
-    """A private directory for the relay's socket, short enough for a socket path."""
-    directory = Path(tempfile.mkdtemp(prefix="m3-relay-"))
-    if len(str(directory / "relay.sock")) > _SOCKET_PATH_LIMIT:
-        directory.rmdir()
-        directory = Path(tempfile.mkdtemp(prefix="m3-relay-", dir="/tmp"))
-    os.chmod(directory, 0o700)
-    return directory
 
 
 def _page(params: PaginatedRequestParams | None) -> dict[str, Any]:
