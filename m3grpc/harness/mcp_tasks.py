@@ -53,6 +53,7 @@ from mcp_types import (
     TasksListCapability,
     TaskStatus,
 )
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from referencing import Registry
 
 # The `_meta` key that ties a message to a task (2025-11-25).
@@ -194,6 +195,7 @@ class TaskAwareSession(ClientSession):
     def __init__(self, *args: Any, client_tasks: ClientTasks | None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._client_tasks = client_tasks
+        self._dispatcher = _CompleteByDefault(self._dispatcher, self)
 
     def _build_capabilities(self, version: str) -> ClientCapabilities:
         capabilities = super()._build_capabilities(version)
@@ -250,6 +252,34 @@ class TaskAwareSession(ClientSession):
             opts,  # type: ignore[arg-type]
         )
         return raw
+
+
+class _CompleteByDefault:
+    """The session's dispatcher, reading a 2026-07-28 result without `resultType` as a
+    complete one.
+
+    The spec: a client MUST treat an absent `resultType` as "complete" (the
+    conformance suite's `sep-2322-client-request-state` checks it); the SDK's
+    check of the 2026-07-28 result schema, which requires the field, would
+    refuse such a result (the operation failed `invalid_server_result`).
+    """
+
+    def __init__(self, inner: Any, session: ClientSession) -> None:
+        self._inner = inner
+        self._session = session
+
+    async def send_raw_request(self, method: str, params: Any, opts: Any = None) -> Any:
+        raw = await self._inner.send_raw_request(method, params, opts)
+        if (
+            isinstance(raw, dict)
+            and "resultType" not in raw
+            and self._session._negotiated_version in MODERN_PROTOCOL_VERSIONS
+        ):
+            raw = {**raw, "resultType": "complete"}
+        return raw
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
 
 
 @functools.lru_cache(maxsize=OUTPUT_SCHEMA_CACHE_SIZE)

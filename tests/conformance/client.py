@@ -28,7 +28,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -53,7 +53,14 @@ RESULT_TIMEOUT = 90.0
 class Scenario:
     tools: tuple[str, ...]  # called in this order, arguments from each tool's input schema
     answer: Answer  # what a person at the form answers each request with
-    plan: Mapping[str, Any]  # the same answers as an elicitation plan (human_input="fail")
+    # The same answers as an elicitation plan (human_input="fail"); None: no plan.
+    plan: Mapping[str, Any] | None
+    # Arguments for tools whose input schema has no defaults to take them from.
+    arguments: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+
+
+def no_input(request: ElicitationRequest) -> ElicitationResponse:
+    raise AssertionError(f"the scenario asked for no input, got {request}")
 
 
 def accept_defaults(request: ElicitationRequest) -> ElicitationResponse:
@@ -70,6 +77,13 @@ def confirm(request: ElicitationRequest) -> ElicitationResponse:
 
 
 SCENARIOS = {
+    # A plain tool call (the server records the arguments it got).
+    "tools_call": Scenario(
+        tools=("add_numbers",),
+        answer=no_input,
+        plan=None,
+        arguments={"add_numbers": {"a": 2, "b": 3}},
+    ),
     "elicitation-sep1034-client-defaults": Scenario(
         tools=("test_client_elicitation_defaults",),
         answer=accept_defaults,
@@ -144,12 +158,24 @@ def run(scenario_name: str, url: str, human_input: str, store_path: Path) -> dic
             agent = kit.agents([{"harness": "scripted", "models": []}])[0]
             prompt = f"Run conformance scenario {scenario_name}"
             rounds: list[dict[str, Any]] = []
+            script = None
+            if scenario.arguments:
+                script = [
+                    {"kind": "tool", "name": tool, "arguments": scenario.arguments.get(tool, {})}
+                    for tool in scenario.tools
+                ]
             if human_input == "managed":
-                handle = agent.submit(prompt, server=server, tools=tools, human_input="managed")
+                handle = agent.submit(
+                    prompt, server=server, tools=tools, script=script, human_input="managed"
+                )
                 rounds = answer_rounds(handle, scenario.answer)
             else:
                 handle = agent.submit(
-                    prompt, server=server, tools=tools, elicitation_plan=scenario.plan
+                    prompt,
+                    server=server,
+                    tools=tools,
+                    script=script,
+                    elicitation_plan=scenario.plan,
                 )
             state = handle.snapshot()
             result = handle.result(timeout=RESULT_TIMEOUT)

@@ -7,8 +7,9 @@ conformance-next). Every client scenario of either about elicitation, input requ
 elicitation is a pending round, answered through the kit) and through an elicitation plan
 (human_input="fail").
 
-A scenario disputed upstream is an expected failure naming the upstream issue
-(strict: a fix upstream turns it into a failure here, so the change is noticed).
+`tools_call` runs too: M3 as a plain MCP client. A result without `resultType` is a
+complete one (the 2026-07-28 spec: absent means "complete"; the `sep-2322` scenario checks
+it with `test_mrtr_no_result_type`).
 """
 
 from __future__ import annotations
@@ -33,30 +34,20 @@ IN_SCOPE = re.compile(r"elicitation|input|request-state|mrtr")
 
 SEP1034 = "elicitation-sep1034-client-defaults"
 SEP2322 = "sep-2322-client-request-state"
+TOOLS_CALL = "tools_call"
+# Run too, though outside the in-scope names: M3 as a plain MCP client.
+ALSO_RUN = (TOOLS_CALL,)
 # The spec version each scenario is run at (the runner passes it to the client, which pins
 # its binding to that protocol generation).
-SPEC_VERSION = {SEP1034: "2025-11-25", SEP2322: "2026-07-28"}
-RUNS = {"stable": (SEP1034,), "next": (SEP1034, SEP2322)}
+SPEC_VERSION = {SEP1034: "2025-11-25", SEP2322: "2026-07-28", TOOLS_CALL: "2025-11-25"}
+RUNS = {"stable": (TOOLS_CALL, SEP1034), "next": (TOOLS_CALL, SEP1034, SEP2322)}
 
 # The rounds a managed execution answers: operation name and whether the server sent requestState.
 MANAGED_ROUNDS = {
+    TOOLS_CALL: [],
     SEP1034: [("test_client_elicitation_defaults", False)],
     SEP2322: [("test_mrtr_echo_state", True), ("test_mrtr_no_state", False)],
 }
-
-RESULT_TYPE_DISPUTE = pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason=(
-        "upstream issue modelcontextprotocol/conformance#475: test_mrtr_no_result_type answers "
-        "a 2026-07-28 tools/call without resultType, which that revision requires; the mcp SDK "
-        "rejects the result, so the execution fails that operation invalid_server_result"
-    ),
-)
-EXPECTED_FAILURES = {("next", SEP2322): RESULT_TYPE_DISPUTE}
-# What an expected failure looks like today (operation name, failure code), so that a
-# different failure under the same scenario is not excused.
-FAILED_OPERATIONS = {("next", SEP2322): [("test_mrtr_no_result_type", "invalid_server_result")]}
 
 
 @dataclass(frozen=True)
@@ -113,16 +104,13 @@ def scenario_run(
     return _runs[key]
 
 
-def cases(expected_failures: bool) -> list[Any]:
+def cases() -> list[Any]:
     return [
         pytest.param(
             release,
             scenario,
             human_input,
             id=f"{release}-{scenario}-{human_input}",
-            marks=[EXPECTED_FAILURES[(release, scenario)]]
-            if expected_failures and (release, scenario) in EXPECTED_FAILURES
-            else [],
         )
         for release, scenarios in RUNS.items()
         for scenario in scenarios
@@ -143,11 +131,12 @@ def test_every_in_scope_client_scenario_is_run(release: str) -> None:
     ).stdout
     names = re.findall(r"^\s*- (\S+)", listed, flags=re.MULTILINE)
     assert SEP1034 in names  # the listing was parsed
-    assert sorted(n for n in names if IN_SCOPE.search(n)) == sorted(RUNS[release])
+    in_scope = [n for n in names if IN_SCOPE.search(n) or n in ALSO_RUN]
+    assert sorted(set(in_scope)) == sorted(RUNS[release])
 
 
 @pytest.mark.node
-@pytest.mark.parametrize(("release", "scenario", "human_input"), cases(expected_failures=False))
+@pytest.mark.parametrize(("release", "scenario", "human_input"), cases())
 def test_conformance_checks_pass(
     release: str, scenario: str, human_input: str, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
@@ -166,11 +155,11 @@ def test_conformance_checks_pass(
     failed = [
         (op["operation_name"], op["failure_code"]) for op in report["operations"] if not op["ok"]
     ]
-    assert failed == FAILED_OPERATIONS.get((release, scenario), []), report
+    assert failed == [], report
 
 
 @pytest.mark.node
-@pytest.mark.parametrize(("release", "scenario", "human_input"), cases(expected_failures=True))
+@pytest.mark.parametrize(("release", "scenario", "human_input"), cases())
 def test_conformance_execution_succeeds(
     release: str, scenario: str, human_input: str, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
