@@ -185,6 +185,9 @@ class InputResolver(Protocol):
 
     A resolver may also define these hooks (the harness calls those it has):
 
+    - `async operation_started(operation: OperationRef)` when the operation's
+      request is about to be sent (an execution stopped while it runs lists it).
+
     - `async operation_finished(result: OperationResult, *, last: bool = False)`
       after each operation ends, before the connection closes: the answers
       handed out for it reached the server if it completed. `last` says the

@@ -663,6 +663,9 @@ class _Run:
         task_ttl_ms: int | None,
         span: tracing.Span,
     ) -> _Outcome:
+        started = getattr(self._resolver, "operation_started", None)
+        if started is not None:
+            await started(ref)
         active = _ActiveOperation(ref, self._task.round_limit, task_ttl_ms=task_ttl_ms, span=span)
         self._active = active
         outcome: _Outcome | None = None

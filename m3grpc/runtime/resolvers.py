@@ -53,7 +53,25 @@ from m3grpc.types import (
 )
 
 
-class PlanInputResolver:
+class InFlight:
+    """The operation a harness is running (its `operation_started` hook), until it
+    finishes: an execution stopped midway (cancelled, shut down) lists it in its
+    result, failed with the stop's reason, instead of leaving it out."""
+
+    in_flight: OperationRef | None = None
+
+    async def operation_started(self, operation: OperationRef) -> None:
+        self.in_flight = operation
+
+    def _ended(self, result: OperationResult) -> None:
+        if (
+            self.in_flight is not None
+            and self.in_flight.logical_operation_id == result.logical_operation_id
+        ):
+            self.in_flight = None
+
+
+class PlanInputResolver(InFlight):
     """human_input="fail": answer from the plan, or fail the operation."""
 
     def __init__(
@@ -73,6 +91,7 @@ class PlanInputResolver:
         return answer_from_plan(self._plan, round.operation.operation_name, round.requests)
 
     async def operation_finished(self, result: OperationResult, *, last: bool = False) -> None:
+        self._ended(result)
         await stored(
             self._store.record_operation, self._execution_id, self._lease.lease, result, last=last
         )
@@ -105,7 +124,7 @@ class WorkerSlot(Protocol):
         ...
 
 
-class ManagedInputResolver:
+class ManagedInputResolver(InFlight):
     """human_input="managed": every input request becomes a durable pending round."""
 
     def __init__(
@@ -338,6 +357,7 @@ class ManagedInputResolver:
     async def operation_finished(self, result: OperationResult, *, last: bool = False) -> None:
         """Settle the operation's open round as its outcome earned, storing `result`
         in the same transaction; without an open round, store `result` alone."""
+        self._ended(result)
         await self._flush_final()  # a harness said "last" too early: not left for the finish
         operation_id = result.logical_operation_id
         round_id = self.open_round_id if self._open_operation_id == operation_id else None

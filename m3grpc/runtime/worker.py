@@ -40,7 +40,7 @@ from m3grpc.runtime.notifier import Notifier, finished_state_key
 from m3grpc.runtime.offload import offload, offload_lease
 from m3grpc.runtime.outage import stored
 from m3grpc.runtime.recovery import recover_expired
-from m3grpc.runtime.resolvers import ManagedInputResolver, PlanInputResolver
+from m3grpc.runtime.resolvers import InFlight, ManagedInputResolver, PlanInputResolver
 from m3grpc.runtime.shared_poll import SharedPoll
 from m3grpc.runtime.submission import parse_spec
 from m3grpc.servers import ServerBinding, StdioServer
@@ -607,11 +607,18 @@ class WorkerPool:
                 code = "worker_shutdown"  # its round moved on meanwhile: fail closed
             await resolver.fail_open_round(code, message)
             operations = operations or await self._stored_operations(execution_id)
-            return self._result(execution_id, operations, outcome, code, message)
+            return self._result(
+                execution_id,
+                _with_cut_short(operations, resolver, code, message),
+                outcome,
+                code,
+                message,
+            )
         except Exception as exc:  # a harness bug must still finish the execution
             log.exception("harness %s failed on %s", harness_name, execution_id)
             await resolver.fail_open_round("harness_error", str(exc))
             operations = operations or await self._stored_operations(execution_id)
+            operations = _with_cut_short(operations, resolver, "harness_error", str(exc))
             return self._result(
                 execution_id, operations, ExecutionOutcome.FAILED, "harness_error", str(exc)
             )
@@ -769,6 +776,17 @@ class WorkerPool:
         if isinstance(server, StdioServer) and self._env:
             return server.model_copy(update={"env": {**self._env, **server.env}})
         return server
+
+
+def _with_cut_short(
+    operations: list[OperationResult], resolver: InFlight, code: str, message: str
+) -> list[OperationResult]:
+    """The operations of a stopped execution, with the one in flight when it stopped
+    (a tool call paused at its round, say) failed with the stop's reason."""
+    cut = resolver.in_flight
+    if cut is None or any(op.logical_operation_id == cut.logical_operation_id for op in operations):
+        return operations
+    return [*operations, cut.failed(code, message)]
 
 
 async def _cancel_all(tasks: list[asyncio.Task[None]]) -> None:

@@ -276,6 +276,8 @@ def test_cancel_while_pending_stops_codex(kit: MCPTestKit, codex_bin: str) -> No
     handle.cancel()
     result = handle.result(timeout=120)
     assert result.outcome is ExecutionOutcome.CANCELLED
+    [operation] = result.operations  # the call in flight, cut short
+    assert (operation.operation_name, operation.failure_code) == ("book_shipment", "cancelled")
     record = kit.store.managed_input_store.get_round(pending.round_id)
     assert record.status is ManagedInputStatus.FAILED and record.failure_code == "cancelled"
     assert_nothing_left(codex_bin)

@@ -198,6 +198,11 @@ def test_cancel_while_pending(kit: MCPTestKit, store: SQLiteExecutionStore) -> N
     handle.cancel()
     result = handle.result(timeout=60)
     assert result.outcome is ExecutionOutcome.CANCELLED
+    # The call cut short is listed, failed with the cancel's reason.
+    [operation] = result.operations
+    assert (operation.operation_name, operation.ok) == ("book_shipment", False)
+    assert operation.logical_operation_id == pending.logical_operation_id
+    assert operation.failure_code == "cancelled"
     record = store.managed_input_store.get_round(pending.round_id)
     assert record.status is ManagedInputStatus.FAILED and record.failure_code == "cancelled"
     with pytest.raises(ManagedInputStateError):
@@ -226,7 +231,10 @@ def test_a_cancel_keeps_what_the_operations_before_it_returned(kit: MCPTestKit) 
     handle.cancel()
     result = handle.result(timeout=60)
     assert result.outcome is ExecutionOutcome.CANCELLED
-    assert [(op.operation_name, op.ok) for op in result.operations] == [("quote", True)]
+    assert [(op.operation_name, op.ok, op.failure_code) for op in result.operations] == [
+        ("quote", True, None),
+        ("book_shipment", False, "cancelled"),
+    ]
 
 
 def test_result_wait_timeout_is_typed(kit: MCPTestKit) -> None:
