@@ -81,7 +81,8 @@ def _seed_program(target: str, harness: str) -> bool:
         pending = handle.pending_elicitation()
         while pending is None and time.monotonic() < deadline:
             if handle.snapshot().lifecycle is ExecutionStatus.FINISHED:
-                print(f"finished before asking: {handle.result(timeout=1)}")
+                result = handle.result(timeout=1)
+                print(f"finished before asking: {result.failure_code}: {result.failure_message}")
                 return False
             time.sleep(0.1)
             pending = handle.pending_elicitation()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -32,6 +33,23 @@ def test_demo_with_the_codex_harness() -> None:
     """`m3grpc demo --harness codex`: Codex (on the fake model) calls the tool, the round is
     answered over gRPC, the shipment is booked."""
     assert "fake model    -> http://127.0.0.1:" in _demo("--harness", "codex", timeout=300)
+
+
+def test_demo_with_codex_not_installed_says_what_to_run(tmp_path: Path) -> None:
+    """Before scripts/setup-codex.sh: one line naming the command, not `setpriv: failed to
+    execute codex`."""
+    completed = subprocess.run(
+        [sys.executable, "-m", "m3grpc.cli", "demo", "--harness", "codex"],
+        cwd=ROOT,
+        env={**os.environ, "M3_CODEX_BIN": str(tmp_path / "codex")},
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert completed.returncode == 1
+    assert "agent_unavailable: the Codex CLI is not installed" in completed.stdout
+    assert "bash scripts/setup-codex.sh" in completed.stdout
+    assert "setpriv" not in completed.stdout + completed.stderr
 
 
 def test_the_readme_run_command_is_this_demo_in_a_virtual_environment() -> None:

@@ -134,6 +134,17 @@ class CodexSettings:
             auth_home=Path(auth_home) if auth_home else None,
         )
 
+    def missing_binary(self) -> str | None:
+        """Why Codex cannot be started (its binary is not there), or None."""
+        binary = self.resolved_binary()
+        found = shutil.which(binary) if os.sep not in binary else binary
+        if found is not None and os.access(found, os.X_OK) and Path(found).is_file():
+            return None
+        return (
+            f"the Codex CLI is not installed (no executable {binary!r}): "
+            "run `bash scripts/setup-codex.sh`, or set M3_CODEX_BIN (the service: [codex] binary)"
+        )
+
     def resolved_binary(self) -> str:
         if self.binary:
             return self.binary
@@ -345,6 +356,8 @@ class _CodexRun:
     # -- the run ---------------------------------------------------------------------------
 
     async def execute(self) -> HarnessOutcome:
+        if (missing := self._settings.missing_binary()) is not None:
+            return self._outcome(failure=(AGENT_UNAVAILABLE, missing))
         try:
             unreachable = await self._relay.start()
             if unreachable is not None:
