@@ -44,8 +44,6 @@ import logging
 import os
 import shutil
 import signal
-import sys
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,6 +53,12 @@ from mcp_types import ElicitRequestFormParams, ElicitRequestParams, ElicitReques
 from pydantic import ValidationError
 
 from m3grpc.errors import M3Error
+from m3grpc.harness.agent_process import (
+    make_home,
+    parent_death_prefix,
+    remove_stale_homes,
+    signal_group,
+)
 from m3grpc.harness.base import (
     INVALID_INPUT_RESPONSE,
     ROUND_LIMIT_EXCEEDED,
@@ -146,10 +150,10 @@ class CodexHarness:
 
     def __init__(self, settings: CodexSettings | None = None) -> None:
         self.settings = settings or CodexSettings.from_env()
-        _remove_stale_homes()
+        remove_stale_homes(HOME_PREFIX)
 
     async def run(self, task: HarnessTask, resolve_input: InputResolver) -> HarnessOutcome:
-        home = Path(tempfile.mkdtemp(prefix=f"{HOME_PREFIX}{os.getpid()}-"))
+        home = make_home(HOME_PREFIX)
         try:
             return await _CodexRun(task, resolve_input, self.settings, home).execute()
         finally:
@@ -229,33 +233,6 @@ def codex_config(task: HarnessTask, settings: CodexSettings, model: str | None) 
 
 
 # -- process -----------------------------------------------------------------------------
-
-
-def _launcher() -> list[str]:
-    """A prefix that makes the kernel SIGKILL Codex when the thread that started it dies.
-
-    util-linux `setpriv --pdeathsig` sets it before exec'ing Codex. Not a Python
-    `preexec_fn`: running Python between fork and exec in a process with gRPC's
-    threads can crash the child before exec (seen here: Codex "exited" at once,
-    with no output). Codex also exits when its stdin closes, so this is a second line.
-    """
-    setpriv = shutil.which("setpriv") if sys.platform.startswith("linux") else None
-    return [setpriv, "--pdeathsig", "KILL", "--"] if setpriv else []
-
-
-def _remove_stale_homes() -> None:
-    """Remove temporary homes left by dead processes (a worker killed mid-execution)."""
-    root = Path(tempfile.gettempdir())
-    for home in root.glob(f"{HOME_PREFIX}*-*"):
-        pid_text = home.name.removeprefix(HOME_PREFIX).split("-", 1)[0]
-        if not pid_text.isdigit() or int(pid_text) == os.getpid():
-            continue
-        try:
-            os.kill(int(pid_text), 0)
-        except ProcessLookupError:
-            shutil.rmtree(home, ignore_errors=True)
-        except PermissionError:
-            continue  # alive, someone else's
 
 
 class _RpcError(Exception):
@@ -424,7 +401,7 @@ class _CodexRun:
         env.update({k: v for k, v in self._settings.env.items() if k != self._settings.env_key})
         self._stderr = (self._home / "codex-stderr.log").open("wb")
         self._proc = await asyncio.create_subprocess_exec(
-            *_launcher(),
+            *parent_death_prefix(),
             self._settings.resolved_binary(),
             "app-server",
             "--strict-config",
@@ -458,13 +435,13 @@ class _CodexRun:
                 if proc.stdin is not None:
                     with contextlib.suppress(Exception):
                         proc.stdin.close()
-                _signal_group(proc.pid, signal.SIGTERM)
+                signal_group(proc.pid, signal.SIGTERM)
                 with contextlib.suppress(TimeoutError, asyncio.CancelledError):
                     await asyncio.wait_for(proc.wait(), _STOP_GRACE_SECONDS)
         finally:
             if proc is not None:
                 # Whatever is left of the group (MCP servers, helpers) goes too.
-                _signal_group(proc.pid, signal.SIGKILL)
+                signal_group(proc.pid, signal.SIGKILL)
                 if proc.returncode is None:
                     with contextlib.suppress(Exception, asyncio.CancelledError):
                         await asyncio.wait_for(proc.wait(), _STOP_GRACE_SECONDS)
@@ -815,11 +792,6 @@ class _CodexRun:
 
 class _Unsupported(Exception):
     pass
-
-
-def _signal_group(pid: int, sig: signal.Signals) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, sig)
 
 
 def _wire_params(params: Mapping[str, Any]) -> ElicitRequestParams:
