@@ -61,15 +61,18 @@ _STOP_GRACE_SECONDS = 5.0
 _CONTROL_TIMEOUT_SECONDS = 30.0
 
 # The environment that keeps the CLI headless and on loopback: no telemetry, no error
-# reports, no update checks, no feature-flag fetches, nothing "non-essential"; MCP
-# tools in the model's tool list rather than behind the deferred ToolSearch tool.
-QUIET_ENV: Mapping[str, str] = {
+# reports, no update checks, nothing "non-essential"; MCP tools in the model's tool list
+# rather than behind the deferred ToolSearch tool; and no time limit on an MCP tool call:
+# MCP_TOOL_TIMEOUT also cuts a pending elicitation (15000 did, at 15 s), so it is set as
+# high as a JavaScript timer goes (about 24.8 days) and deadlines stay the caller's.
+HEADLESS_ENV: Mapping[str, str] = {
     "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
     "DISABLE_TELEMETRY": "1",
     "DISABLE_ERROR_REPORTING": "1",
     "DISABLE_AUTOUPDATER": "1",
     "DISABLE_UPDATES": "1",
     "ENABLE_TOOL_SEARCH": "false",
+    "MCP_TOOL_TIMEOUT": "2147483647",
 }
 # Taken from this process's environment when set; nothing else of it is passed.
 _PASSED_ENV = ("LANG", "LC_ALL", "SSL_CERT_FILE")
@@ -100,7 +103,10 @@ class ClaudeCodeOptions:
     - `disallowed_tools`: tools removed from what the model is offered (`--disallowedTools`),
       e.g. `mcp__<server>__<tool>`.
     - `base_url`, `api_key`: the Messages API (`ANTHROPIC_BASE_URL`, `ANTHROPIC_API_KEY`).
-    - `env`: more environment variables (they win over the defaults).
+    - `mcp_startup_seconds`: how long the CLI waits for the MCP servers before the turn
+      starts (`MCP_TIMEOUT`; the CLI's default is 30 s). A server not connected by then
+      is left out of the turn: its tools are not offered (see `mcp_server_status`).
+    - `env`: more environment variables; they win over the defaults, and None removes one.
     """
 
     binary: str = field(default_factory=installed_binary)
@@ -111,7 +117,8 @@ class ClaudeCodeOptions:
     disallowed_tools: Sequence[str] = ()
     base_url: str | None = None
     api_key: str | None = None
-    env: Mapping[str, str] = field(default_factory=dict)
+    mcp_startup_seconds: float = 60.0
+    env: Mapping[str, str | None] = field(default_factory=dict)
     extra_args: Sequence[str] = ()
 
 
@@ -186,6 +193,8 @@ CanUseTool = Callable[[PermissionRequest], Awaitable[Allow | Deny]]
 # The reply may be an ElicitationReply or its dict form (`{"action", "content"}`).
 OnElicitation = Callable[[ElicitationRequest], Awaitable[ElicitationReply | Mapping[str, Any]]]
 OnMessage = Callable[[Mapping[str, Any]], None]
+# Sees every line either way: ("in", what the CLI wrote) or ("out", what the host wrote).
+Trace = Callable[[Literal["in", "out"], Mapping[str, Any]], None]
 
 
 async def deny_every_tool(request: PermissionRequest) -> Allow | Deny:
@@ -266,8 +275,10 @@ class ClaudeCodeProcess:
         can_use_tool: CanUseTool = deny_every_tool,
         on_elicitation: OnElicitation = cancel_every_elicitation,
         on_message: OnMessage | None = None,
+        trace: Trace | None = None,
     ) -> None:
         self.options = options
+        self._trace = trace
         self._can_use_tool = can_use_tool
         self._on_elicitation = on_elicitation
         self._on_message = on_message
@@ -347,14 +358,19 @@ class ClaudeCodeProcess:
             # The CLI keeps a socket directory in TMPDIR; inside the home it goes with it.
             "TMPDIR": str(home / "tmp"),
             "PATH": os.environ.get("PATH", os.defpath),
-            **QUIET_ENV,
+            **HEADLESS_ENV,
+            "MCP_TIMEOUT": str(int(self.options.mcp_startup_seconds * 1000)),
         }
         env.update({name: os.environ[name] for name in _PASSED_ENV if name in os.environ})
         if self.options.base_url:
             env["ANTHROPIC_BASE_URL"] = self.options.base_url
         if self.options.api_key:
             env["ANTHROPIC_API_KEY"] = self.options.api_key
-        env.update(self.options.env)
+        for name, value in self.options.env.items():
+            if value is None:
+                env.pop(name, None)
+            else:
+                env[name] = value
         return env
 
     async def start(self) -> None:
@@ -421,6 +437,15 @@ class ClaudeCodeProcess:
             self._handlers.clear()
             if self.home is not None:
                 shutil.rmtree(self.home, ignore_errors=True)
+
+    def mcp_server_status(self, name: str) -> str | None:
+        """The status the CLI reported for MCP server `name` when the turn started
+        ("connected", "pending" when it was not ready in time, "failed", ...); None
+        before the `init` message."""
+        for server in (self.init or {}).get("mcp_servers") or ():
+            if isinstance(server, Mapping) and server.get("name") == name:
+                return str(server.get("status"))
+        return None
 
     def stderr_tail(self, limit: int = 2000) -> str:
         """The exit status and the end of the CLI's stderr, for failure messages."""
@@ -498,6 +523,8 @@ class ClaudeCodeProcess:
         proc = self._proc
         if proc is None or proc.stdin is None or self._closed.is_set():
             raise ClaudeCodeError("Claude Code is not running")
+        if self._trace is not None:
+            self._trace("out", message)
         async with self._write_lock:
             try:
                 proc.stdin.write(json.dumps(message).encode() + b"\n")
@@ -516,6 +543,8 @@ class ClaudeCodeProcess:
                     logger.debug("Claude Code wrote a non-JSON line: %r", line[:200])
                     continue
                 if isinstance(message, dict):
+                    if self._trace is not None:
+                        self._trace("in", message)
                     try:
                         self._dispatch(message)
                     except Exception:  # a message we misread must not end the run
@@ -608,8 +637,8 @@ class ClaudeCodeProcess:
 
 __all__ = [
     "CLAUDE_CODE_VERSION",
+    "HEADLESS_ENV",
     "HOME_PREFIX",
-    "QUIET_ENV",
     "Allow",
     "CanUseTool",
     "ClaudeCodeError",
@@ -624,6 +653,7 @@ __all__ = [
     "ResultMessage",
     "ToolResult",
     "ToolUse",
+    "Trace",
     "cancel_every_elicitation",
     "deny_every_tool",
     "installed_binary",

@@ -22,6 +22,7 @@ from m3grpc.devtools.fake_anthropic import (
     FakeAnthropic,
     Reply,
     UseTool,
+    offered_tools,
     tool_results,
 )
 from m3grpc.harness.claude_code_host import (
@@ -296,8 +297,12 @@ async def test_interrupt_while_an_elicitation_is_pending(
 
 
 async def test_close_while_an_elicitation_is_pending_leaves_nothing_running(
-    claude_bin: str, model: FakeAnthropic, started: list[ClaudeCodeProcess]
+    claude_bin: str,
+    model: FakeAnthropic,
+    started: list[ClaudeCodeProcess],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    monkeypatch.setenv("M3_TEST_SECRET", "not for the agent")
     model.queue(CallTool("shipping", "book_shipment"))
     answers = Answers()  # never answers
     claude = ClaudeCodeProcess(
@@ -312,6 +317,10 @@ async def test_close_while_an_elicitation_is_pending_leaves_nothing_running(
     assert len(group_members(group)) >= 2  # the CLI and its MCP server
     home = claude.home
     assert home is not None and home.is_dir()
+    environ = Path(f"/proc/{claude.pid}/environ").read_bytes().split(b"\0")
+    assert f"CLAUDE_CONFIG_DIR={home / '.claude'}".encode() in environ
+    assert f"ANTHROPIC_BASE_URL={model.base_url}".encode() in environ
+    assert not any(variable.startswith(b"M3_TEST_SECRET=") for variable in environ)
 
     await claude.close()
 
@@ -320,3 +329,19 @@ async def test_close_while_an_elicitation_is_pending_leaves_nothing_running(
     assert answers.cancelled
     with pytest.raises(Exception, match="not running"):
         await claude.send_prompt("Again.")
+
+
+async def test_a_server_not_ready_in_time_is_left_out_of_the_turn(
+    claude_bin: str, model: FakeAnthropic
+) -> None:
+    late = {"command": "/bin/sh", "args": ["-c", "sleep 120; exec true"]}
+    async with ClaudeCodeProcess(
+        options(claude_bin, model, mcp_servers={"late": late}, mcp_startup_seconds=1),
+        can_use_tool=allow_all,
+    ) as claude:
+        await claude.send_prompt("Use the late server.")
+        result = await claude.wait_result()
+        assert claude.mcp_server_status("late") == "pending"
+
+    assert offered_tools(model.requests[0]) == []
+    assert result.result == "I have no tool to call."
