@@ -8,13 +8,20 @@ the homes of dead workers, and signal a whole group.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import json
+import logging
 import os
 import shutil
 import signal
 import sys
 import tempfile
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
+
+logger = logging.getLogger(__name__)
 
 
 def parent_death_prefix() -> list[str]:
@@ -58,4 +65,45 @@ def signal_group(pid: int, sig: signal.Signals) -> None:
         os.killpg(pid, sig)
 
 
-__all__ = ["make_home", "parent_death_prefix", "remove_stale_homes", "signal_group"]
+async def read_json_lines(
+    stream: asyncio.StreamReader,
+    handle: Callable[[dict[str, Any]], None],
+    *,
+    agent: str,
+    closed: asyncio.Event,
+    waiting: Mapping[Any, asyncio.Future[Any]],
+    error: Exception,
+) -> None:
+    """Hand each line of `stream` that is a JSON object to `handle`, until the stream ends;
+    then set `closed` and fail every request still `waiting` for an answer with `error`.
+
+    Both agents write one JSON message a line. Other lines are logged and skipped, and an
+    exception of `handle` is logged: a message misread must not end the run.
+    """
+    try:
+        while line := await stream.readline():
+            try:
+                message = json.loads(line)
+            except ValueError:
+                logger.debug("%s wrote a non-JSON line: %r", agent, line[:200])
+                continue
+            if not isinstance(message, dict):
+                continue
+            try:
+                handle(message)
+            except Exception:
+                logger.exception("cannot handle %s message %.200r", agent, message)
+    finally:
+        closed.set()
+        for future in waiting.values():
+            if not future.done():
+                future.set_exception(error)
+
+
+__all__ = [
+    "make_home",
+    "parent_death_prefix",
+    "read_json_lines",
+    "remove_stale_homes",
+    "signal_group",
+]

@@ -46,6 +46,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from m3grpc.harness.agent_process import (
     make_home,
     parent_death_prefix,
+    read_json_lines,
     remove_stale_homes,
     signal_group,
 )
@@ -535,27 +536,18 @@ class ClaudeCodeProcess:
     async def _read(self) -> None:
         proc = self._proc
         assert proc is not None and proc.stdout is not None
-        try:
-            while line := await proc.stdout.readline():
-                try:
-                    message = json.loads(line)
-                except ValueError:
-                    logger.debug("Claude Code wrote a non-JSON line: %r", line[:200])
-                    continue
-                if isinstance(message, dict):
-                    if self._trace is not None:
-                        self._trace("in", message)
-                    try:
-                        self._dispatch(message)
-                    except Exception:  # a message we misread must not end the run
-                        logger.exception("cannot handle Claude Code message %.200r", message)
-        finally:
-            self._closed.set()
-            for future in self._waiting.values():
-                if not future.done():
-                    future.set_exception(ClaudeCodeError("Claude Code closed its output"))
+        await read_json_lines(
+            proc.stdout,
+            self._dispatch,
+            agent="Claude Code",
+            closed=self._closed,
+            waiting=self._waiting,
+            error=ClaudeCodeError("Claude Code closed its output"),
+        )
 
     def _dispatch(self, message: dict[str, Any]) -> None:
+        if self._trace is not None:
+            self._trace("in", message)
         kind = message.get("type")
         if kind == "control_response":
             response = message.get("response") or {}

@@ -56,6 +56,7 @@ from m3grpc.errors import M3Error
 from m3grpc.harness.agent_process import (
     make_home,
     parent_death_prefix,
+    read_json_lines,
     remove_stale_homes,
     signal_group,
 )
@@ -516,23 +517,14 @@ class _CodexRun:
     async def _read(self) -> None:
         proc = self._proc
         assert proc is not None and proc.stdout is not None
-        try:
-            while line := await proc.stdout.readline():
-                try:
-                    message = json.loads(line)
-                except ValueError:
-                    logger.debug("codex app-server wrote a non-JSON line: %r", line[:200])
-                    continue
-                if isinstance(message, dict):
-                    try:
-                        self._dispatch(message)
-                    except Exception:  # a message we misread must not end the run
-                        logger.exception("cannot handle codex message %.200r", message)
-        finally:
-            self._closed.set()
-            for future in self._waiting.values():
-                if not future.done():
-                    future.set_exception(ConnectionError("codex app-server closed its output"))
+        await read_json_lines(
+            proc.stdout,
+            self._dispatch,
+            agent="codex app-server",
+            closed=self._closed,
+            waiting=self._waiting,
+            error=ConnectionError("codex app-server closed its output"),
+        )
 
     def _dispatch(self, message: dict[str, Any]) -> None:
         method = message.get("method")
