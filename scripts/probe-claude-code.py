@@ -10,8 +10,9 @@ from runs of this script, and it rechecks them when the pinned CLI changes.
   the probe), "use:NAME[:INPUT JSON]" (any tool, e.g. Bash), "reply:TEXT", "fail:STATUS", or a
   list of calls (one assistant message with several tool calls). Then the fake's default
   (call the first MCP tool, quote its result).
-- `--elicit`: how the host answers every elicitation: accept (content fitting the form),
-  decline, cancel, error (an error response), never; `--answer-after S` waits first.
+- `--elicit`: how the host answers every elicitation: accept (content fitting the form, or
+  `--content JSON`), decline, cancel, error (an error response), never; `--answer-after S`
+  waits first.
 - `--permission allow|deny`: the answer to every `can_use_tool`.
 - `--interrupt-after S`: send `interrupt` S seconds after the first elicitation arrived.
 - `--wire FILE`: log the MCP traffic both ways (the server runs behind `--tee`).
@@ -136,6 +137,8 @@ async def probe(args: argparse.Namespace) -> None:
             raise RuntimeError("the probe fails on purpose")
         if args.elicit == "accept":
             content = None if request.mode == "url" else form_content(request)
+            if args.content is not None:
+                content = json.loads(args.content)
             return ElicitationReply(action="accept", content=content)
         return ElicitationReply(action=args.elicit)
 
@@ -191,6 +194,7 @@ def main() -> None:
     parser.add_argument(
         "--elicit", choices=["accept", "decline", "cancel", "error", "never"], default="accept"
     )
+    parser.add_argument("--content")
     parser.add_argument("--answer-after", type=float, default=0.0)
     parser.add_argument("--permission", choices=["allow", "deny"], default="allow")
     parser.add_argument("--interrupt-after", type=float)
