@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
+import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -25,7 +27,9 @@ from m3grpc.devtools.fake_anthropic import (
     offered_tools,
     tool_results,
 )
+from m3grpc.harness.agent_process import remove_stale_homes
 from m3grpc.harness.claude_code_host import (
+    HOME_PREFIX,
     Allow,
     ClaudeCodeOptions,
     ClaudeCodeProcess,
@@ -34,6 +38,7 @@ from m3grpc.harness.claude_code_host import (
     ElicitationRequest,
     PermissionRequest,
 )
+from tests.runtime.conftest import eventually
 from tests.support.claude_code import (
     claude_code_binary,
     claude_code_processes,
@@ -43,6 +48,7 @@ from tests.support.claude_code import (
 from tests.support.mcp_processes import MCP_SERVERS
 
 ADDRESS = {"street": "1 Main St", "city": "Springfield"}
+CHILD = Path(__file__).with_name("claude_code_host_child.py")
 
 
 @pytest.fixture(scope="session")
@@ -345,3 +351,34 @@ async def test_a_server_not_ready_in_time_is_left_out_of_the_turn(
 
     assert offered_tools(model.requests[0]) == []
     assert result.result == "I have no tool to call."
+
+
+def test_a_killed_worker_leaves_no_agent_behind(claude_bin: str, tmp_path: Path) -> None:
+    # The worker dies with SIGKILL while an elicitation is pending: no `close` runs. The
+    # kernel kills the CLI (setpriv --pdeathsig; its stdin closing would end it too), and
+    # its MCP server, whose stdin closes, exits; the home is left for the next start.
+    errors = tmp_path / "worker-stderr.log"
+    with errors.open("w") as stderr:
+        worker = subprocess.Popen(
+            [sys.executable, str(CHILD), claude_bin],
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            text=True,
+        )
+    try:
+        assert worker.stdout is not None
+        line = worker.stdout.readline()
+        assert line.startswith("ready "), errors.read_text()
+        cli = int(line.split()[1])
+        assert cli in claude_code_processes(claude_bin)
+        assert len(group_members(cli)) >= 2  # the CLI and its MCP server
+        worker.send_signal(signal.SIGKILL)
+        worker.wait()
+        eventually(lambda: group_members(cli) == [] or None, what="the CLI's group to end")
+        assert homes_of(worker.pid)  # left behind by the killed worker
+    finally:
+        worker.kill()
+        worker.wait()
+    # What the next host to start does first (and the autouse check wants none left).
+    remove_stale_homes(HOME_PREFIX)
+    assert homes_of(worker.pid) == []
