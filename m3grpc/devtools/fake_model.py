@@ -30,13 +30,20 @@ list Codex sent.
 
 from __future__ import annotations
 
-import itertools
 import json
-import threading
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Mapping
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from m3grpc.devtools.fake_server import (
+    CallTool,
+    Fail,
+    QuietHandler,
+    Reply,
+    ScriptedFake,
+    quoted_result,
+)
 
 MCP_NAMESPACE_PREFIX = "mcp__"
 # The model name a fake run uses; any name works, Codex passes it through.
@@ -47,82 +54,26 @@ FAKE_API_KEY = "m3-fake-model-key"
 
 
 @dataclass(frozen=True)
-class CallTool:
-    server: str
-    tool: str
-    arguments: Mapping[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
 class RunCommand:
     command: str
     # Asking for escalation makes Codex's sandbox route the command through an approval.
     escalate: bool = True
 
 
-@dataclass(frozen=True)
-class Reply:
-    text: str
-
-
-@dataclass(frozen=True)
-class Fail:
-    status: int = 500
-    message: str = "the fake model failed on purpose"
-
-
 Step = CallTool | RunCommand | Reply | Fail
 
 
-class FakeModel:
+class FakeModel(ScriptedFake[Step]):
     """The fake model server; use as a context manager (`with FakeModel() as model:`)."""
-
-    def __init__(self, script: Sequence[Step] = ()) -> None:
-        self._script = list(script)
-        self._lock = threading.Lock()
-        self._ids = itertools.count(1)
-        self.requests: list[dict[str, Any]] = []
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
-        self._server.daemon_threads = True
-        self._thread: threading.Thread | None = None
 
     @property
     def base_url(self) -> str:
         """The provider base URL for Codex (`.../v1`)."""
-        host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}/v1"
-
-    def start(self) -> FakeModel:
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, name="m3-fake-model", daemon=True
-        )
-        self._thread.start()
-        return self
-
-    def close(self) -> None:
-        if self._thread is not None:
-            self._server.shutdown()
-            self._thread.join()
-            self._thread = None
-        self._server.server_close()
-
-    def __enter__(self) -> FakeModel:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def queue(self, *steps: Step) -> None:
-        with self._lock:
-            self._script.extend(steps)
+        return f"{self.address}/v1"
 
     # -- one request ------------------------------------------------------------------
 
-    def _next_step(self, body: dict[str, Any]) -> Step:
-        with self._lock:
-            self.requests.append(body)
-            if self._script:
-                return self._script.pop(0)
+    def _default_step(self, body: Mapping[str, Any]) -> Step:
         output = _last_tool_output(body)
         if output is not None:
             return Reply(f"Done: {output}")
@@ -131,8 +82,11 @@ class FakeModel:
             return Reply("I have no tool to call.")
         return CallTool(*tool)
 
+    def _handler_class(self) -> type[BaseHTTPRequestHandler]:
+        return _handler(self)
+
     def _events(self, step: Step) -> list[dict[str, Any]]:
-        n = next(self._ids)
+        n = self._next_id()
         item: dict[str, Any]
         if isinstance(step, CallTool):
             item = {
@@ -201,22 +155,9 @@ def _last_tool_output(body: Mapping[str, Any]) -> str | None:
 def _tool_text(output: str) -> str:
     """The tool's own text from Codex's function output.
 
-    Codex wraps an MCP result as "Wall time: ...\nOutput:\n<result JSON>"; the
-    text of a `{"result": "..."}` structured result is what a model would quote.
-    """
+    Codex wraps an MCP result as "Wall time: ...\nOutput:\n<result JSON>"."""
     _, marker, rest = output.partition("Output:\n")
-    text = rest if marker else output
-    try:
-        document = json.loads(text)
-    except ValueError:
-        return text.strip()
-    if isinstance(document, Mapping) and isinstance(document.get("result"), str):
-        return str(document["result"])
-    if isinstance(document, list):
-        return " ".join(
-            str(part.get("text", "")) for part in document if isinstance(part, Mapping)
-        ).strip()
-    return text.strip()
+    return quoted_result(rest if marker else output)
 
 
 def _first_mcp_tool(body: Mapping[str, Any]) -> tuple[str, str] | None:
@@ -250,48 +191,23 @@ def offered_tools(body: Mapping[str, Any]) -> list[str]:
 
 
 def _handler(model: FakeModel) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, format: str, *args: Any) -> None:
-            return None  # quiet: tests read `model.requests` instead
-
+    class Handler(QuietHandler):
         def do_GET(self) -> None:
             # Codex may ask for the model list; an empty list is a valid answer.
-            self._json(200, {"object": "list", "data": []})
+            self.send_json(200, {"object": "list", "data": []})
 
         def do_POST(self) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
-            raw = self.rfile.read(length) if length else b""
-            try:
-                body = json.loads(raw or b"{}")
-            except ValueError:
-                self._json(400, {"error": {"message": "invalid JSON"}})
+            body = self.read_json()
+            if body is None:
                 return
             if not self.path.rstrip("/").endswith("/responses"):
-                self._json(404, {"error": {"message": f"no route {self.path}"}})
+                self.send_json(404, {"error": {"message": f"no route {self.path}"}})
                 return
             step = model._next_step(body)
             if isinstance(step, Fail):
-                self._json(step.status, {"error": {"message": step.message, "type": "fake"}})
+                self.send_json(step.status, {"error": {"message": step.message, "type": "fake"}})
                 return
-            payload = b"".join(
-                f"event: {event['type']}\ndata: {json.dumps(event)}\n\n".encode()
-                for event in model._events(step)
-            )
-            self.send_response(200)
-            self.send_header("Content-Type", "text/event-stream")
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
-
-        def _json(self, status: int, document: Mapping[str, Any]) -> None:
-            payload = json.dumps(document).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
+            self.send_events(model._events(step))
 
     return Handler
 

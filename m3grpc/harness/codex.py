@@ -49,8 +49,6 @@ import logging
 import os
 import shutil
 import signal
-import sys
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -59,6 +57,13 @@ from typing import Any, BinaryIO
 from mcp_types import Implementation
 
 from m3grpc.errors import M3Error
+from m3grpc.harness.agent_process import (
+    make_home,
+    parent_death_prefix,
+    read_json_lines,
+    remove_stale_homes,
+    signal_group,
+)
 from m3grpc.harness.base import (
     PERMISSION_DENIED,
     SERVER_UNAVAILABLE,
@@ -167,10 +172,10 @@ class CodexHarness:
         self.settings = settings or CodexSettings.from_env()
         # The relay's MCP client (HTTP connections, shared 2026-07-28 sessions).
         self._mcp = ScriptedHarness(client_info=RELAY_CLIENT_INFO)
-        _remove_stale_homes()
+        remove_stale_homes(HOME_PREFIX)
 
     async def run(self, task: HarnessTask, resolve_input: InputResolver) -> HarnessOutcome:
-        home = Path(tempfile.mkdtemp(prefix=f"{HOME_PREFIX}{os.getpid()}-"))
+        home = make_home(HOME_PREFIX)
         try:
             return await _CodexRun(task, resolve_input, self.settings, home, self._mcp).execute()
         finally:
@@ -259,33 +264,6 @@ def codex_config(
 
 
 # -- process -----------------------------------------------------------------------------
-
-
-def _launcher() -> list[str]:
-    """A prefix that makes the kernel SIGKILL Codex when the thread that started it dies.
-
-    util-linux `setpriv --pdeathsig` sets it before exec'ing Codex. Not a Python
-    `preexec_fn`: running Python between fork and exec in a process with gRPC's
-    threads can crash the child before exec (seen here: Codex "exited" at once,
-    with no output). Codex also exits when its stdin closes, so this is a second line.
-    """
-    setpriv = shutil.which("setpriv") if sys.platform.startswith("linux") else None
-    return [setpriv, "--pdeathsig", "KILL", "--"] if setpriv else []
-
-
-def _remove_stale_homes() -> None:
-    """Remove temporary homes left by dead processes (a worker killed mid-execution)."""
-    root = Path(tempfile.gettempdir())
-    for home in root.glob(f"{HOME_PREFIX}*-*"):
-        pid_text = home.name.removeprefix(HOME_PREFIX).split("-", 1)[0]
-        if not pid_text.isdigit() or int(pid_text) == os.getpid():
-            continue
-        try:
-            os.kill(int(pid_text), 0)
-        except ProcessLookupError:
-            shutil.rmtree(home, ignore_errors=True)
-        except PermissionError:
-            continue  # alive, someone else's
 
 
 class _RpcError(Exception):
@@ -482,7 +460,7 @@ class _CodexRun:
         env.update({k: v for k, v in self._settings.env.items() if k != self._settings.env_key})
         self._stderr = (self._home / "codex-stderr.log").open("wb")
         self._proc = await asyncio.create_subprocess_exec(
-            *_launcher(),
+            *parent_death_prefix(),
             self._settings.resolved_binary(),
             "app-server",
             "--strict-config",
@@ -516,13 +494,13 @@ class _CodexRun:
                 if proc.stdin is not None:
                     with contextlib.suppress(Exception):
                         proc.stdin.close()
-                _signal_group(proc.pid, signal.SIGTERM)
+                signal_group(proc.pid, signal.SIGTERM)
                 with contextlib.suppress(TimeoutError, asyncio.CancelledError):
                     await asyncio.wait_for(proc.wait(), _STOP_GRACE_SECONDS)
         finally:
             if proc is not None:
                 # Whatever is left of the group (MCP servers, helpers) goes too.
-                _signal_group(proc.pid, signal.SIGKILL)
+                signal_group(proc.pid, signal.SIGKILL)
                 if proc.returncode is None:
                     with contextlib.suppress(Exception, asyncio.CancelledError):
                         await asyncio.wait_for(proc.wait(), _STOP_GRACE_SECONDS)
@@ -594,23 +572,14 @@ class _CodexRun:
     async def _read(self) -> None:
         proc = self._proc
         assert proc is not None and proc.stdout is not None
-        try:
-            while line := await proc.stdout.readline():
-                try:
-                    message = json.loads(line)
-                except ValueError:
-                    logger.debug("codex app-server wrote a non-JSON line: %r", line[:200])
-                    continue
-                if isinstance(message, dict):
-                    try:
-                        self._dispatch(message)
-                    except Exception:  # a message we misread must not end the run
-                        logger.exception("cannot handle codex message %.200r", message)
-        finally:
-            self._closed.set()
-            for future in self._waiting.values():
-                if not future.done():
-                    future.set_exception(ConnectionError("codex app-server closed its output"))
+        await read_json_lines(
+            proc.stdout,
+            self._dispatch,
+            agent="codex app-server",
+            closed=self._closed,
+            waiting=self._waiting,
+            error=ConnectionError("codex app-server closed its output"),
+        )
 
     def _dispatch(self, message: dict[str, Any]) -> None:
         method = message.get("method")
@@ -835,11 +804,6 @@ class _CodexRun:
 
 class _Unsupported(Exception):
     pass
-
-
-def _signal_group(pid: int, sig: signal.Signals) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, sig)
 
 
 def _snake(name: str) -> str:
