@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 import json
 import logging
 import os
@@ -56,7 +55,6 @@ from typing import Any, BinaryIO
 
 from mcp_types import Implementation
 
-from m3grpc.errors import M3Error
 from m3grpc.harness.agent_process import (
     make_home,
     parent_death_prefix,
@@ -64,20 +62,16 @@ from m3grpc.harness.agent_process import (
     remove_stale_homes,
     signal_group,
 )
+from m3grpc.harness.agent_run import AgentRun
 from m3grpc.harness.base import (
-    PERMISSION_DENIED,
     SERVER_UNAVAILABLE,
-    TOOL_NOT_SELECTED,
     HarnessOutcome,
     HarnessTask,
     InputResolver,
-    OperationRef,
-    operation_id,
-    operation_index,
 )
-from m3grpc.harness.relay import AgentRelay, ForwardedElicitation, UnknownElicitation
+from m3grpc.harness.relay import ForwardedElicitation
 from m3grpc.harness.scripted import ScriptedHarness
-from m3grpc.types import AgentReport, NativePrompt, OperationResult
+from m3grpc.types import AgentReport
 
 logger = logging.getLogger(__name__)
 
@@ -294,20 +288,10 @@ class _CodexRun:
         self._settings = settings
         self._home = home
         self._model = task.models[0] if task.models else None
-        self._selected = set(task.selected_tools())
-        # Operation identity: one sequence for the relay's operations and the calls
-        # refused before they reach it.
-        self._indices = itertools.count()
-        self._relay = AgentRelay(
-            task,
-            resolve,
-            mcp,
-            directory=home,
-            agent="codex",
-            next_index=lambda: next(self._indices),
-            present_schema=codex_schema,
+        self._run = AgentRun(
+            task, resolve, mcp, agent="codex", directory=home, present_schema=codex_schema
         )
-        self._refused: list[OperationResult] = []
+        self._relay = self._run.relay
         self._proc: asyncio.subprocess.Process | None = None
         self._stderr: BinaryIO | None = None
         self._next_id = 0
@@ -315,7 +299,6 @@ class _CodexRun:
         self._handlers: set[asyncio.Task[None]] = set()
         self._calls: dict[str, _Call] = {}
         self._call_order: list[str] = []
-        self._prompts: list[NativePrompt] = []
         self._thread_id: str | None = None
         self._turn_id: str | None = None
         self._turn_status: str | None = None
@@ -325,9 +308,6 @@ class _CodexRun:
         self._mcp_ready = asyncio.Event()
         self._mcp_error: str | None = None
         self._turn_done = asyncio.Event()
-        # Set when the run must end early (a round's deadline passed, a resolver error).
-        self._stop_reason: tuple[str, str] | None = None
-        self._stop = asyncio.Event()
         self._closed = asyncio.Event()
         self._unexpected: BaseException | None = None
 
@@ -404,17 +384,17 @@ class _CodexRun:
             )
             self._turn_id = str(turn["turn"]["id"])
         except (_RpcError, TimeoutError, ConnectionError, KeyError, TypeError) as exc:
-            if self._stop_reason is not None:
-                return self._stop_reason
+            if self._run.stop_reason is not None:
+                return self._run.stop_reason
             logger.warning(
                 "codex did not start execution %s: %s", self._task.execution_id, self._stderr_tail()
             )
             return (AGENT_UNAVAILABLE, f"codex app-server: {exc!r}: {self._stderr_tail()}")
         # Nothing here times out: the turn waits on humans (rounds have their own deadlines).
-        await self._first(self._turn_done, self._stop, self._closed)
-        if self._stop_reason is not None:
+        await self._first(self._turn_done, self._run.stopped, self._closed)
+        if self._run.stop_reason is not None:
             await self._interrupt()
-            return self._stop_reason
+            return self._run.stop_reason
         if not self._turn_done.is_set():
             return (
                 AGENT_FAILED,
@@ -427,12 +407,6 @@ class _CodexRun:
         return None
 
     def _outcome(self, *, failure: tuple[str, str] | None) -> HarnessOutcome:
-        results = [*self._relay.operations, *self._refused]
-        # An operation cut short when the run ended early (its round's deadline
-        # passed): recorded with the reason.
-        if failure is not None:
-            results += [ref.failed(*failure) for ref in self._relay.unfinished]
-        results.sort(key=lambda result: operation_index(result.logical_operation_id) or 0)
         report = AgentReport(
             harness="codex",
             model=self._model,
@@ -441,9 +415,9 @@ class _CodexRun:
             turn_status=self._turn_status,
             final_message=self._final_message,
             token_usage=self._usage,
-            native_prompts=tuple(self._prompts),
+            native_prompts=tuple(self._run.prompts),
         )
-        return HarnessOutcome(results, agent=report, failure=failure)
+        return HarnessOutcome(self._run.operations(failure), agent=report, failure=failure)
 
     async def _start(self) -> None:
         env = {
@@ -554,7 +528,7 @@ class _CodexRun:
         return result
 
     async def _until(self, event: asyncio.Event, *, timeout: float) -> None:
-        done = await self._first(event, self._closed, self._stop, timeout=timeout)
+        done = await self._first(event, self._closed, self._run.stopped, timeout=timeout)
         if not done:
             raise TimeoutError("codex app-server did not answer in time")
         if not event.is_set():
@@ -607,7 +581,7 @@ class _CodexRun:
         if error is not None and self._unexpected is None:
             # A resolver bug: surface it from `run`, as the scripted harness does.
             self._unexpected = error
-            self._stop.set()
+            self._run.stopped.set()
 
     # -- notifications -----------------------------------------------------------------------
 
@@ -686,77 +660,34 @@ class _CodexRun:
             if isinstance(meta, Mapping) and meta.get("codex_approval_kind") == "mcp_tool_call":
                 return self._approve_tool_call(params, meta)
             return await self._elicitation(params)
-        allow = self._task.permission_policy == "allow"
+        allow = self._run.allows
         if method in ("item/commandExecution/requestApproval", "execCommandApproval"):
-            self._prompt("command_execution", allow, params.get("command"))
+            self._run.prompt("command_execution", allow, params.get("command"))
             if method == "execCommandApproval":
                 return {"decision": "approved" if allow else "denied"}
             return {"decision": "accept" if allow else "decline"}
         if method in ("item/fileChange/requestApproval", "applyPatchApproval"):
-            self._prompt("file_change", allow, params.get("reason"))
+            self._run.prompt("file_change", allow, params.get("reason"))
             if method == "applyPatchApproval":
                 return {"decision": "approved" if allow else "denied"}
             return {"decision": "accept" if allow else "decline"}
         if method == "item/permissions/requestApproval":
-            self._prompt("permissions", allow, params.get("reason"))
+            self._run.prompt("permissions", allow, params.get("reason"))
             granted = params.get("permissions") if allow else {}
             return {"permissions": granted or {}, "scope": "turn"}
         if method == "item/tool/requestUserInput":
             # No human answers the agent's own questions; it gets no answers.
-            self._prompt("user_input", False, None)
+            self._run.prompt("user_input", False, None)
             return {"answers": {}}
         raise _Unsupported(f"m3grpc does not answer {method}")
-
-    def _prompt(self, kind: str, allow: bool, detail: Any) -> None:
-        text = " ".join(map(str, detail)) if isinstance(detail, list) else detail
-        self._prompts.append(
-            NativePrompt(
-                kind=kind,
-                decision="allow" if allow else "deny",
-                detail=str(text) if text is not None else None,
-            )
-        )
 
     def _approve_tool_call(
         self, params: Mapping[str, Any], meta: Mapping[str, Any]
     ) -> Mapping[str, Any]:
-        server = str(params.get("serverName"))
-        tool = str(meta.get("tool_name"))
-        bound = server == self._task.server.name
-        if bound and tool in self._selected:
-            return {"action": "accept", "content": {}}
-        if bound and not self._task.tools:
-            # No selection: every tool is offered, and the permission policy answers.
-            allow = self._task.permission_policy == "allow"
-            self._prompt("mcp_tool_call", allow, f"{server}:{tool}")
-            if allow:
-                return {"action": "accept", "content": {}}
-            code, message = (
-                PERMISSION_DENIED,
-                f"the permission policy (deny) refused codex's call to {server}:{tool}",
-            )
-        else:
-            # Codex is offered only the selected tools: a second guard.
-            code, message = (
-                TOOL_NOT_SELECTED,
-                f"tool {server}:{tool} is not in the execution's tool selection",
-            )
-        self._refused.append(self._refused_call(server, tool).failed(code, message))
-        logger.info("declined codex's call to %s:%s (%s)", server, tool, code)
-        return {"action": "decline"}
-
-    def _refused_call(self, server: str, tool: str) -> OperationRef:
-        return OperationRef(
-            logical_operation_id=operation_id(next(self._indices)),
-            server=server,
-            operation_kind="tool",
-            operation_name=tool,
-            arguments={},
-        )
+        refusal = self._run.approve(str(params.get("serverName")), str(meta.get("tool_name")))
+        return {"action": "accept", "content": {}} if refusal is None else {"action": "decline"}
 
     async def _elicitation(self, params: Mapping[str, Any]) -> Mapping[str, Any]:
-        if self._stop_reason is not None:
-            return {"action": "cancel"}
         mode = str(params.get("mode") or "form")
         meta = params.get("_meta")
         schema = params.get("requestedSchema")
@@ -767,39 +698,21 @@ class _CodexRun:
             requested_schema=schema if isinstance(schema, Mapping) else None,
         )
         call = self._open_call(str(params.get("serverName")))
-        try:
-            answer = await self._relay.answer(
-                forwarded,
-                harness_session_id=self._thread_id,
-                turn_metadata={
-                    "harness": "codex",
-                    "codex_version": CODEX_VERSION,
-                    "thread_id": self._thread_id,
-                    "turn_id": params.get("turnId") or self._turn_id,
-                    "item_id": call.item_id if call is not None else None,
-                },
-            )
-        except UnknownElicitation as exc:
-            logger.warning("codex passed on an elicitation M3 did not relay: %s", exc)
-            return {"action": "cancel"}
-        except M3Error as exc:
-            logger.warning(
-                "execution %s: input resolver raised %s",
-                self._task.execution_id,
-                type(exc).__name__,
-            )
-            self._end_run((exc.reason.lower(), str(exc)))
-            return {"action": "cancel"}
+        answer = await self._run.elicitation(
+            forwarded,
+            harness_session_id=self._thread_id,
+            turn_metadata={
+                "harness": "codex",
+                "codex_version": CODEX_VERSION,
+                "thread_id": self._thread_id,
+                "turn_id": params.get("turnId") or self._turn_id,
+                "item_id": call.item_id if call is not None else None,
+            },
+        )
         reply: dict[str, Any] = {"action": answer.action}
         if answer.action == "accept" and mode == "form":
             reply["content"] = dict(answer.content or {})
         return reply
-
-    def _end_run(self, failure: tuple[str, str]) -> None:
-        """The run cannot go on (e.g. a round's deadline passed): end the turn."""
-        if self._stop_reason is None:
-            self._stop_reason = failure
-        self._stop.set()
 
 
 class _Unsupported(Exception):
