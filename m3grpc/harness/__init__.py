@@ -2,7 +2,9 @@
 
 `Harness` is the protocol real agent harnesses implement; `ScriptedHarness`
 (name "scripted") is the built-in deterministic one, a real MCP client;
-`CodexHarness` (name "codex") runs OpenAI's Codex CLI as the agent.
+`CodexHarness` (name "codex") runs OpenAI's Codex CLI as the agent, and
+`ClaudeCodeHarness` (name "claude-code") Anthropic's Claude Code CLI, each through
+the agent relay (`m3grpc.harness.relay`).
 """
 
 from m3grpc.harness.base import (
@@ -18,6 +20,7 @@ from m3grpc.harness.base import (
     operation_id,
     operation_index,
 )
+from m3grpc.harness.claude_code import ClaudeCodeHarness, ClaudeCodeSettings
 from m3grpc.harness.codex import CodexHarness, CodexSettings
 from m3grpc.harness.request_keys import DEFAULT_REQUEST_KEY, META_REQUEST_KEY
 from m3grpc.harness.scripted import ScriptedHarness
@@ -25,6 +28,8 @@ from m3grpc.harness.scripted import ScriptedHarness
 __all__ = [
     "DEFAULT_REQUEST_KEY",
     "META_REQUEST_KEY",
+    "ClaudeCodeHarness",
+    "ClaudeCodeSettings",
     "CodexHarness",
     "CodexSettings",
     "Harness",

@@ -83,6 +83,7 @@ from mcp_types import (
     ReadResourceRequestParams,
     ReadResourceResult,
     TextContent,
+    Tool,
     jsonrpc_message_adapter,
 )
 from mcp_types import ErrorData as JSONRPCErrorData
@@ -400,6 +401,18 @@ class AgentRelay:
             del self._in_flight[index]
         self.operations.append(result)
         return result
+
+    async def server_tools(self) -> list[Tool]:
+        """The bound server's tools (all of them, selected or not)."""
+        return await self._ops.tools()
+
+    @property
+    def asking_meta(self) -> Mapping[str, Any] | None:
+        """The `_meta` of the agent's request in progress (Claude Code names its
+        tool_use there), or None."""
+        context = self._asking
+        meta = (context.params or {}).get("_meta") if context is not None else None
+        return meta if isinstance(meta, Mapping) else None
 
     @property
     def unfinished(self) -> list[OperationRef]:

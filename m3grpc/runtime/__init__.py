@@ -4,6 +4,7 @@ The api layer reaches storage and the harnesses only through the names
 re-exported here.
 """
 
+from m3grpc.harness.claude_code import ClaudeCodeSettings
 from m3grpc.harness.codex import CodexSettings
 from m3grpc.harness.discovery import ListedTool, ToolListing, list_tools
 from m3grpc.runtime.facade import Runtime, default_harnesses
@@ -16,6 +17,7 @@ from m3grpc.storage.managed_input import redact_responses
 from m3grpc.storage.schema_version import SchemaState, SchemaStatus, SchemaVersionError
 
 __all__ = [
+    "ClaudeCodeSettings",
     "CodexSettings",
     "EventKind",
     "ListedTool",

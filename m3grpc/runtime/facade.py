@@ -26,6 +26,7 @@ from m3grpc.errors import (
     WorkQueueFullError,
 )
 from m3grpc.harness import Harness, ScriptedHarness
+from m3grpc.harness.claude_code import ClaudeCodeHarness, ClaudeCodeSettings
 from m3grpc.harness.codex import CodexHarness, CodexSettings
 from m3grpc.runtime.lifecycle import Lifecycle
 from m3grpc.runtime.limits import (
@@ -70,9 +71,15 @@ from m3grpc.types import (
 from m3grpc.waits import wait_seconds
 
 
-def default_harnesses(*, codex: CodexSettings | None = None) -> dict[str, Harness]:
-    # Without explicit settings, Codex's come from M3_CODEX_* variables (CodexSettings.from_env).
-    return {"scripted": ScriptedHarness(), "codex": CodexHarness(codex)}
+def default_harnesses(
+    *, codex: CodexSettings | None = None, claude_code: ClaudeCodeSettings | None = None
+) -> dict[str, Harness]:
+    # Without explicit settings, an agent's come from its M3_* variables (`from_env`).
+    return {
+        "scripted": ScriptedHarness(),
+        "codex": CodexHarness(codex),
+        "claude-code": ClaudeCodeHarness(claude_code),
+    }
 
 
 class Runtime:
