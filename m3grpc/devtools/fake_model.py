@@ -31,6 +31,7 @@ list Codex sent.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler
@@ -85,7 +86,7 @@ class FakeModel(ScriptedFake[Step]):
     def _handler_class(self) -> type[BaseHTTPRequestHandler]:
         return _handler(self)
 
-    def _events(self, step: Step) -> list[dict[str, Any]]:
+    def _events(self, step: Step, body: Mapping[str, Any]) -> list[dict[str, Any]]:
         n = self._next_id()
         item: dict[str, Any]
         if isinstance(step, CallTool):
@@ -94,7 +95,7 @@ class FakeModel(ScriptedFake[Step]):
                 "id": f"fc_{n}",
                 "call_id": f"call_{n}",
                 "namespace": f"{MCP_NAMESPACE_PREFIX}{step.server}",
-                "name": step.tool,
+                "name": _offered_name(body, step.server, step.tool),
                 "arguments": json.dumps(dict(step.arguments)),
             }
         elif isinstance(step, RunCommand):
@@ -146,18 +147,31 @@ def _last_tool_output(body: Mapping[str, Any]) -> str | None:
     if isinstance(output, str):
         return _tool_text(output)
     if isinstance(output, list):  # content items
-        return " ".join(
-            str(part.get("text", "")) for part in output if isinstance(part, Mapping)
-        ).strip()
+        return _tool_text(
+            "\n".join(str(part.get("text", "")) for part in output if isinstance(part, Mapping))
+        )
     return json.dumps(output)
 
 
 def _tool_text(output: str) -> str:
     """The tool's own text from Codex's function output.
 
-    Codex wraps an MCP result as "Wall time: ...\nOutput:\n<result JSON>"."""
-    _, marker, rest = output.partition("Output:\n")
+    Codex wraps an MCP result as "Wall time: ...\nOutput:\n<result JSON>" (a
+    structured result), or as content items whose first is "Wall time: ...\nOutput:"."""
+    _, marker, rest = output.partition("Output:")
     return quoted_result(rest if marker else output)
+
+
+def _offered_name(body: Mapping[str, Any], server: str, tool: str) -> str:
+    """The name under which Codex offered MCP tool `tool` of `server` (Codex rewrites
+    characters a function name may not have, e.g. `-`), else `tool` as given (a call of
+    a tool it did not offer)."""
+    wanted = re.sub(r"[^A-Za-z0-9_]", "_", tool)
+    for name in offered_tools(body):
+        namespace, _, offered = name.partition("/")
+        if namespace == f"{MCP_NAMESPACE_PREFIX}{server}" and offered in (tool, wanted):
+            return offered
+    return tool
 
 
 def _first_mcp_tool(body: Mapping[str, Any]) -> tuple[str, str] | None:
@@ -207,7 +221,7 @@ def _handler(model: FakeModel) -> type[BaseHTTPRequestHandler]:
             if isinstance(step, Fail):
                 self.send_json(step.status, {"error": {"message": step.message, "type": "fake"}})
                 return
-            self.send_events(model._events(step))
+            self.send_events(model._events(step, body))
 
     return Handler
 
