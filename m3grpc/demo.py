@@ -7,9 +7,10 @@ example MCP server (examples/shipping_server.py) over stdio. The client side is
 the seed program, unchanged but for how the kit is built (RemoteMCPTestKit).
 
 `m3grpc demo --harness codex` runs the same story with a real agent: OpenAI's
-Codex CLI (installed by scripts/setup-codex.sh) decides to call the tool. Its
-model is a FAKE one (m3grpc.devtools.fake_model, a loopback stand-in for the
-hosted LLM), so the demo needs no account and no network.
+Codex CLI (installed by scripts/setup-codex.sh) decides to call the tool;
+`--harness claude-code` with Anthropic's Claude Code CLI (scripts/setup-claude-code.sh).
+The agent's model is a FAKE one (m3grpc.devtools.fake_model, fake_anthropic: loopback
+stand-ins for the hosted LLMs), so the demo needs no account and no network.
 """
 
 from __future__ import annotations
@@ -28,17 +29,23 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from m3grpc.client import RemoteMCPTestKit
+from m3grpc.devtools.fake_anthropic import FAKE_ANTHROPIC_API_KEY, FAKE_CLAUDE_MODEL, FakeAnthropic
 from m3grpc.devtools.fake_model import FAKE_API_KEY, FAKE_MODEL_NAME, FakeModel
 from m3grpc.devtools.serve_process import ServeProcess
 from m3grpc.types import ElicitationResponse, ExecutionStatus
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE_SERVER = ROOT / "examples" / "shipping_server.py"
-# The environment variable that carries the fake model's key to Codex.
+# The environment variable that carries the fake model's key to the agent.
 FAKE_KEY_VAR = "M3_DEMO_FAKE_MODEL_KEY"
+# Per agent harness: its configuration table, the fake model's key and a model name.
+AGENTS = {
+    "codex": ("codex", FAKE_API_KEY, FAKE_MODEL_NAME),
+    "claude-code": ("claude_code", FAKE_ANTHROPIC_API_KEY, FAKE_CLAUDE_MODEL),
+}
 
 
-def _config(directory: Path, fake_model_url: str | None = None) -> Path:
+def _config(directory: Path, harness: str, fake_model_url: str | None = None) -> Path:
     config = directory / "m3.toml"
     lines = [
         f"database = {json.dumps(str(directory / 'm3.sqlite'))}",
@@ -48,9 +55,9 @@ def _config(directory: Path, fake_model_url: str | None = None) -> Path:
         # The example elicits mid-call: the 2025-11-25 generation.
         'protocol = "legacy"',
     ]
-    if fake_model_url is not None:
+    if harness in AGENTS and fake_model_url is not None:
         lines += [
-            "[codex]",
+            f"[{AGENTS[harness][0]}]",
             f"base_url = {json.dumps(fake_model_url)}",
             f'env_key = "{FAKE_KEY_VAR}"',
         ]
@@ -58,8 +65,9 @@ def _config(directory: Path, fake_model_url: str | None = None) -> Path:
     return config
 
 
-def _start_service(config: Path) -> ServeProcess:
-    service = ServeProcess(config, env={**os.environ, FAKE_KEY_VAR: FAKE_API_KEY})
+def _start_service(config: Path, harness: str) -> ServeProcess:
+    key = AGENTS[harness][1] if harness in AGENTS else ""
+    service = ServeProcess(config, env={**os.environ, FAKE_KEY_VAR: key})
     try:
         return service.start()
     except RuntimeError as error:
@@ -67,7 +75,7 @@ def _start_service(config: Path) -> ServeProcess:
 
 
 def _seed_program(target: str, harness: str) -> bool:
-    models = [FAKE_MODEL_NAME] if harness == "codex" else []
+    models = [AGENTS[harness][2]] if harness in AGENTS else []
     with RemoteMCPTestKit(target) as kit:
         agent = kit.agents([{"harness": harness, "models": models}])[0]
         handle = agent.submit(
@@ -114,21 +122,24 @@ def _seed_program(target: str, harness: str) -> bool:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the demo: `--harness scripted` (default) or `--harness codex`."""
+    """Run the demo: `--harness scripted` (default), `codex` or `claude-code`."""
     parser = argparse.ArgumentParser(prog="m3grpc demo")
-    parser.add_argument("--harness", choices=["scripted", "codex"], default="scripted")
+    parser.add_argument("--harness", choices=["scripted", *AGENTS], default="scripted")
     args = parser.parse_args(list(argv or []))
     with contextlib.ExitStack() as stack:
         fake_url: str | None = None
         if args.harness == "codex":
             fake_url = stack.enter_context(FakeModel()).base_url
+        elif args.harness == "claude-code":
+            fake_url = stack.enter_context(FakeAnthropic()).base_url
+        if fake_url is not None:
             print(f"fake model    -> {fake_url} (a loopback stand-in for a hosted LLM)")
         return _run(args.harness, fake_url)
 
 
 def _run(harness: str, fake_model_url: str | None) -> int:
     with tempfile.TemporaryDirectory(prefix="m3-demo-") as directory:
-        service = _start_service(_config(Path(directory), fake_model_url))
+        service = _start_service(_config(Path(directory), harness, fake_model_url), harness)
         target = service.address
         try:
             print(f"m3grpc serve  -> listening on {target} (SQLite in {directory})")

@@ -35,6 +35,13 @@ def test_demo_with_the_codex_harness() -> None:
     assert "fake model    -> http://127.0.0.1:" in _demo("--harness", "codex", timeout=300)
 
 
+def test_demo_with_the_claude_code_harness() -> None:
+    """`m3grpc demo --harness claude-code`: Claude Code (on the fake Messages API) calls the
+    tool, the round is answered over gRPC, the shipment is booked."""
+    output = _demo("--harness", "claude-code", timeout=300)
+    assert "Agent         -> claude-code says 'Done: booked shipment" in output
+
+
 def test_demo_with_codex_not_installed_says_what_to_run(tmp_path: Path) -> None:
     """Before scripts/setup-codex.sh: one line naming the command, not `setpriv: failed to
     execute codex`."""

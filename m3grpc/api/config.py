@@ -81,6 +81,11 @@
     env_key = "OPENAI_API_KEY"        # the variable (in the service's environment) with the key
     auth_home = "~/.codex"            # a signed-in CODEX_HOME whose auth.json is copied
 
+    [claude_code]                     # the `claude-code` harness (overrides M3_CLAUDE_CODE_*)
+    binary = "tools/claude-code/node_modules/.../claude"  # default: setup-claude-code.sh's
+    base_url = "https://provider.example"           # a Messages API; omit for Anthropic's
+    env_key = "ANTHROPIC_API_KEY"     # the variable (in the service's environment) with the key
+
 Every key is optional. Relative paths (database, cwd, TLS files) are relative to the
 service's working directory. A binding may also set `protocol` ("auto",
 "legacy" or "2026-07-28") and `roots` (what a server's `roots/list` is answered
@@ -108,7 +113,7 @@ from pydantic import (
     model_validator,
 )
 
-from m3grpc.runtime import CodexSettings, WorkerSettings
+from m3grpc.runtime import ClaudeCodeSettings, CodexSettings, WorkerSettings
 from m3grpc.runtime.limits import Limits
 from m3grpc.servers import HttpServer, ServerBinding, StdioServer
 
@@ -233,6 +238,33 @@ class Codex(_Section):
             base_url=self.base_url or base.base_url,
             env_key=self.env_key or base.env_key,
             auth_home=Path(self.auth_home).expanduser() if self.auth_home else base.auth_home,
+        )
+
+
+class ClaudeCode(_Section):
+    binary: str | None = Field(
+        default=None,
+        description="The Claude Code CLI; default: M3_CLAUDE_CODE_BIN, else "
+        "scripts/setup-claude-code.sh's install.",
+    )
+    base_url: str | None = Field(
+        default=None,
+        description="An Anthropic Messages API base URL (M3_CLAUDE_CODE_BASE_URL); "
+        "unset: Anthropic's.",
+    )
+    env_key: str | None = Field(
+        default=None,
+        description="The variable of the service's environment holding the API key "
+        "(M3_CLAUDE_CODE_ENV_KEY; default ANTHROPIC_API_KEY); only its value is passed "
+        "to the CLI.",
+    )
+
+    def settings(self) -> ClaudeCodeSettings:
+        base = ClaudeCodeSettings.from_env()
+        return ClaudeCodeSettings(
+            binary=self.binary or base.binary,
+            base_url=self.base_url or base.base_url,
+            env_key=self.env_key or base.env_key,
         )
 
 
@@ -555,6 +587,10 @@ class ServiceConfig(_Section):
     codex: Codex = Field(
         default_factory=Codex,
         description="The `codex` harness; each key overrides the M3_CODEX_* variable.",
+    )
+    claude_code: ClaudeCode = Field(
+        default_factory=ClaudeCode,
+        description="The `claude-code` harness; each key overrides the M3_CLAUDE_CODE_* variable.",
     )
     tracing: TracingSection = Field(
         default_factory=TracingSection,

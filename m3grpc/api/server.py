@@ -184,7 +184,9 @@ async def start_service(
         store,
         settings=config.workers.settings(),
         queue_capacity=config.workers.queue_capacity,
-        harnesses=default_harnesses(codex=config.codex.settings()),
+        harnesses=default_harnesses(
+            codex=config.codex.settings(), claude_code=config.claude_code.settings()
+        ),
         limits=config.runtime_limits(),
     )
     metrics = None

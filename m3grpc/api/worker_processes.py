@@ -114,7 +114,9 @@ async def run_workers(config: ServiceConfig, wake_fd: int | None = None) -> None
     runtime = Runtime(
         store,
         settings=config.workers.settings(),
-        harnesses=default_harnesses(codex=config.codex.settings()),
+        harnesses=default_harnesses(
+            codex=config.codex.settings(), claude_code=config.claude_code.settings()
+        ),
         limits=config.runtime_limits(),
     )
     loop = asyncio.get_running_loop()
