@@ -16,7 +16,6 @@ import pytest
 
 from m3grpc import ElicitationResponse, MCPTestKit, StdioServer
 from m3grpc.devtools.fake_model import (
-    FAKE_API_KEY,
     FAKE_MODEL_NAME,
     CallTool,
     Fail,
@@ -33,7 +32,6 @@ from tests.support.codex import KEY_VAR, assert_nothing_left, codex_processes
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE_SERVER = ROOT / "examples" / "shipping_server.py"
-DOCS_PROGRAM = Path(__file__).with_name("docs_codex_program.py")
 # shared/ sits beside the checkout (CI, /work/main) or one level up (/work/wt/<name>).
 SPECS = [
     base / "shared" / "spec" / "managed-elicitation-input.txt"
@@ -69,59 +67,6 @@ def answer(handle: Any, response: ElicitationResponse) -> Any:
         idempotency_key=f"answer-{pending.round_id}",
     )
     return pending
-
-
-# -- the documented program ---------------------------------------------------------------
-
-
-def test_documented_program_runs_verbatim(tmp_path: Path, codex_bin: str, model: FakeModel) -> None:
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(ROOT),
-        "M3_DOCS_CODEX_MODEL": FAKE_MODEL_NAME,
-        "M3_CODEX_BIN": codex_bin,
-        "M3_CODEX_BASE_URL": model.base_url,
-        "M3_CODEX_ENV_KEY": KEY_VAR,
-        KEY_VAR: FAKE_API_KEY,
-    }
-    run = subprocess.run(
-        [sys.executable, str(DOCS_PROGRAM)],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert run.returncode == 0, run.stderr
-    report = json.loads(run.stdout.strip().splitlines()[-1])
-    round, result = report["round"], report["result"]
-    assert round["operation_kind"] == "tool"
-    assert (round["server"], round["operation_name"]) == ("shipping", "book_shipment")
-    assert list(round["requests"]) == ["shipping_address"]
-    request = round["requests"]["shipping_address"]
-    assert request["message"] == "Where should the shipment go?"
-    # The example server asks the usual way (a pydantic model): the key comes from its title.
-    assert request["requested_schema"]["title"] == "ShippingAddress"
-    assert result["outcome"] == "succeeded"
-    text = result["operations"][0]["result"]["content"][0]["text"]
-    assert text == "booked shipment to 1 Main Street, Pune"
-    assert result["agent"]["final_message"] == "Done: booked shipment to 1 Main Street, Pune"
-    assert codex_processes(codex_bin) == []
-    # The model was offered the bound server's tool through Codex.
-    assert "mcp__shipping/book_shipment" in offered_tools(model.requests[0])
-
-
-def test_docs_program_is_the_documented_one() -> None:
-    """documented_program.txt is the product documentation's program, to the character."""
-    spec = next((path for path in SPECS if path.is_file()), None)
-    if spec is None:
-        pytest.skip("the product documentation is not beside this checkout")
-    text = spec.read_text(encoding="utf-8")
-    start = text.index("import os\nimport time")
-    end = text.index("    store.close()\n", start) + len("    store.close()\n")
-    assert (DOCS_PROGRAM.parent / "documented_program.txt").read_text(encoding="utf-8") == (
-        text[start:end]
-    )
 
 
 # -- managed rounds ---------------------------------------------------------------------------
