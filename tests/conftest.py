@@ -20,6 +20,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 # Longest first, from a run's --durations.
 LONG_FILES = (
+    "tests/harness/test_agent_long_wait.py",
     "tests/campaigns/test_crash_campaign.py",
     "tests/scenarios/test_scenarios.py",
     "tests/docs/test_snippets.py",
