@@ -81,10 +81,21 @@ const (
 	ActionCancel  = m3v1.ElicitationAction_ELICITATION_ACTION_CANCEL
 )
 
+// The harnesses a service has built in (AgentSpec.Harness).
+const (
+	// HarnessScripted runs AgentSpec.Script with a real MCP client; no model.
+	HarnessScripted = "scripted"
+	// HarnessCodex runs OpenAI's Codex CLI as the agent.
+	HarnessCodex = "codex"
+	// HarnessClaudeCode runs Anthropic's Claude Code CLI as the agent.
+	HarnessClaudeCode = "claude-code"
+)
+
 // AgentSpec is an agent run: a harness drives a model against one server
 // binding configured on the service (m3.v1.AgentSpec).
 type AgentSpec struct {
-	// Harness runs the agent, e.g. "scripted" (built in) or "codex". Required.
+	// Harness runs the agent: HarnessScripted (built in), HarnessCodex or
+	// HarnessClaudeCode, or another the service registers. Required.
 	Harness string
 	// Models the harness may use, in order of preference (empty: its default).
 	Models []string

@@ -84,14 +84,21 @@ export interface M3ClientOptions {
   readonly metadata?: Readonly<Record<string, string>>;
 }
 
+/**
+ * A harness that runs the agent: `"scripted"` (built in; runs `script`), `"codex"`
+ * (OpenAI's Codex CLI), `"claude-code"` (Anthropic's Claude Code CLI), or another the
+ * service registers.
+ */
+export type Harness = "scripted" | "codex" | "claude-code" | (string & {});
+
 /** An agent run (the fields of `AgentSpec`) plus how to submit it. */
 export interface SubmitOptions {
   /** The name of a server binding configured on the service, e.g. `"shipping"`. */
   readonly server: string;
   /** The task given to the agent (ignored by the `scripted` harness). */
   readonly prompt?: string;
-  /** Default `"scripted"`. */
-  readonly harness?: string;
+  /** The harness that runs the agent; default `"scripted"`. */
+  readonly harness?: Harness;
   readonly models?: readonly string[];
   /** Tool selections, each `"<server>:<tool>"`. */
   readonly tools?: readonly string[];

@@ -637,8 +637,9 @@ func (*ElicitationRule_Cancel_) isElicitationRule_Answer() {}
 // An agent run: a harness drives a model against one MCP server binding.
 type AgentSpec struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Required. The harness that runs the agent, e.g. `scripted` (built in; runs
-	// `script`) or `codex`.
+	// Required. The harness that runs the agent: `scripted` (built in; runs
+	// `script`), `codex` (OpenAI's Codex CLI) or `claude-code` (Anthropic's Claude
+	// Code CLI), or another the service registers.
 	Harness string `protobuf:"bytes,1,opt,name=harness,proto3" json:"harness,omitempty"`
 	// Optional. Model identifiers the harness may use, in order of preference.
 	// Empty: the harness's default. Ignored by the `scripted` harness.

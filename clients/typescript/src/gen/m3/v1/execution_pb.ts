@@ -239,8 +239,9 @@ export const ElicitationRule_CancelSchema: GenMessage<ElicitationRule_Cancel> = 
  */
 export type AgentSpec = Message<"m3.v1.AgentSpec"> & {
   /**
-   * Required. The harness that runs the agent, e.g. `scripted` (built in; runs
-   * `script`) or `codex`.
+   * Required. The harness that runs the agent: `scripted` (built in; runs
+   * `script`), `codex` (OpenAI's Codex CLI) or `claude-code` (Anthropic's Claude
+   * Code CLI), or another the service registers.
    *
    * @generated from field: string harness = 1;
    */
