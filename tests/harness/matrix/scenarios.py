@@ -141,7 +141,8 @@ def test_answer(agent: Agent, kit: MCPTestKit, generation: str, action: str) -> 
     reached_the_model(agent, result, words[action])
 
 
-def test_typescript(agent: Agent, kit: MCPTestKit) -> None:
+@pytest.mark.parametrize("action", ["accept", "decline", "cancel"])
+def test_typescript(agent: Agent, kit: MCPTestKit, action: str) -> None:
     server = StdioServer(
         name="booking",
         command=node_tools()["M3_SYSTEM_NODE"],
@@ -154,24 +155,31 @@ def test_typescript(agent: Agent, kit: MCPTestKit) -> None:
     assert key == "input"  # no title, no M3 `_meta`: the default key
     assert isinstance(request, FormElicitationRequest)
     assert request.requested_schema["additionalProperties"] is False  # zod's, kept
-    answer(handle, pending, {key: {"action": "accept", "content": BOOKING}})
+    content = BOOKING if action == "accept" else None
+    answer(handle, pending, {key: {"action": action, "content": content}})
     result = finish(agent, handle, "typescript", LEGACY)
-    assert text_of(result) == BOOKED
-    reached_the_model(agent, result, BOOKED)
+    words = {"accept": BOOKED, "decline": "no booking: declined", "cancel": "no booking: cancelled"}
+    assert text_of(result) == words[action]
+    reached_the_model(agent, result, words[action])
 
 
-def test_everything(agent: Agent, kit: MCPTestKit) -> None:
+@pytest.mark.parametrize("action", ["accept", "decline", "cancel"])
+def test_everything(agent: Agent, kit: MCPTestKit, action: str) -> None:
     handle = agent.submit(kit, everything_stdio(), [("trigger-elicitation-request", {})])
     pending = wait_round(handle)
     [(key, request)] = pending.requests.items()
     assert isinstance(request, FormElicitationRequest)
     assert len(request.requested_schema["properties"]) == 13
-    answer(handle, pending, {key: {"action": "accept", "content": EVERYTHING_ANSWER}})
+    content = EVERYTHING_ANSWER if action == "accept" else None
+    answer(handle, pending, {key: {"action": action, "content": content}})
     result = finish(agent, handle, "everything", LEGACY)
     assert result.operations[-1].result is not None
     texts = [block["text"] for block in result.operations[-1].result["content"]]
-    assert texts[0].startswith("✅ User provided the requested information!")
-    assert "ada@example.org" in texts[1]
+    if action == "accept":
+        assert texts[0].startswith("✅ User provided the requested information!")
+        assert "ada@example.org" in texts[1]
+    else:
+        assert action in " ".join(texts).lower(), texts
 
 
 @pytest.mark.parametrize("generation", GENERATIONS)
