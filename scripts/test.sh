@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The test command: installs what the tests need (Python packages, a PostgreSQL
-# server, Node packages including the Codex CLI, buf), runs the static checks (including
+# server, Node packages including the Codex and Claude Code CLIs, buf), runs the static checks (including
 # hadolint on the Dockerfile), then the whole suite.
 # Works on a fresh machine; `.ci/run` calls exactly this.
 set -euo pipefail
@@ -17,6 +17,8 @@ eval "$(bash scripts/setup-node.sh)"
 eval "$(bash scripts/setup-typescript.sh)"
 eval "$(bash scripts/setup-codex.sh)"
 export M3_CODEX_BIN
+eval "$(bash scripts/setup-claude-code.sh)"
+export M3_CLAUDE_CODE_BIN
 (cd clients/go && go mod download)
 
 echo "== proto: buf lint, buf breaking, generated-code drift"
