@@ -157,7 +157,10 @@ class AgentRun:
 
     def operations(self, failure: tuple[str, str] | None) -> list[OperationResult]:
         """The run's operations in order: what the relay ran, the calls refused before
-        it, and (when the run ended early) each one cut short, failed with the reason."""
+        it, and (when the run ended early) each one cut short, failed with the reason.
+        Raises what an operation raised of M3's own (a resolver bug)."""
+        if self.relay.unexpected is not None:
+            raise self.relay.unexpected
         results = [*self.relay.operations, *self._refused]
         if failure is not None:
             results += [ref.failed(*failure) for ref in self.relay.unfinished]

@@ -189,6 +189,8 @@ class AgentRelay:
         self._refused: dict[str, list[dict[str, Any]]] = {}
         self._in_flight: dict[int, OperationRef] = {}
         self.operations: list[OperationResult] = []
+        # The first exception of M3's own an operation raised (not an MCP failure).
+        self.unexpected: BaseException | None = None
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -394,6 +396,12 @@ class AgentRelay:
             self._asking = context
             try:
                 result, _stop = await self._ops.run(index, step, amend=self._amend)
+            except Exception as exc:
+                # A fault of M3's own (a resolver bug): the harness raises it, as the
+                # scripted harness does, rather than let the operation go unrecorded.
+                if self.unexpected is None:
+                    self.unexpected = exc
+                raise
             finally:
                 self._asking = None
             # Only an operation that returned leaves the in-flight set: one cut
