@@ -25,6 +25,12 @@ def _live(entry: Path) -> bool:
         return False
 
 
+def running(pid: int) -> bool:
+    """Whether process `pid` exists and is not a zombie (a zombie whose parent is gone
+    is reaped by whoever adopted it, in its own time)."""
+    return _live(Path(f"/proc/{pid}"))
+
+
 def agent_processes(binary: str, home_variable: str, home_prefix: str) -> list[int]:
     """Live (not zombie) processes running `binary` whose `home_variable` points into this
     process's temporary directory at a home named `home_prefix...`: the ones this test

@@ -33,6 +33,7 @@ from m3grpc.types import (
 from tests.api.conftest import ServerProcess, add_servers, write_config
 from tests.harness.matrix.agents import Agent, path_of
 from tests.harness.matrix.cells import GENERATIONS, LEGACY, expected
+from tests.support.agents import running
 from tests.support.everything import everything_stdio
 from tests.support.node import node_tools
 
@@ -295,13 +296,16 @@ def test_sigkill(
     agent: Agent, tmp_path: Path, generation: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """`m3grpc serve` runs the harness; it is SIGKILLed while the round waits, and the
-    next worker's recovery settles the execution (nothing of the agent survives)."""
+    next worker's recovery settles the execution (nothing of the agent, and no MCP
+    server it used, survives)."""
     cell = expected("sigkill", agent.name, generation)
     if cell.covered_by is not None:
         pytest.skip(f"covered by {cell.covered_by}")
     for name, value in agent.service_env.items():
         monkeypatch.setenv(name, value)
+    pid_file = tmp_path / "server.pid"
     binding = python_server("booking", generation)
+    binding = binding.model_copy(update={"args": (*binding.args, "--pid-file", str(pid_file))})
     with service(tmp_path, "worker", binding) as worker:
         with RemoteMCPTestKit(worker.address) as remote:
             handle = agent.submit(remote, binding.name, [("book_table", {})])
@@ -310,6 +314,8 @@ def test_sigkill(
             assert agent.processes() != []
         worker.kill()  # SIGKILL: no clean-up code of the worker runs
     bounded(lambda: agent.processes() == [], "the agent to die with its worker")
+    server_pid = int(pid_file.read_text())
+    bounded(lambda: not running(server_pid), "the MCP server to exit")
     time.sleep(LEASE_SECONDS + 0.5)  # the dead worker's lease expires
     with (
         service(tmp_path, "replacement", binding) as replacement,
