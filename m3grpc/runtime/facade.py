@@ -16,12 +16,9 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from m3grpc import tracing
-from m3grpc.clipping import clip
 from m3grpc.errors import (
-    ExecutionNotFoundError,
     ManagedInputStateError,
     ManagedInputValidationError,
-    ModelValidationError,
     ResultWaitTimeout,
     WorkQueueFullError,
 )
@@ -31,6 +28,7 @@ from m3grpc.runtime.lifecycle import Lifecycle
 from m3grpc.runtime.limits import (
     MAX_IDEMPOTENCY_KEY_CHARS,
     Limits,
+    checked_id,
     id_violations,
     response_violations,
 )
@@ -55,7 +53,6 @@ from m3grpc.storage import (
     SqlExecutionStore,
     StoredEvent,
 )
-from m3grpc.storage.identifiers import require_identifier
 from m3grpc.storage.loop_calls import calls_finished
 from m3grpc.types import (
     ElicitationResponse,
@@ -452,14 +449,12 @@ class Runtime:
         execution_id: str | None = None,
     ) -> ResponseSubmission:
         """Submit responses; the worker waiting on the round is woken after the commit."""
-        require_identifier(round_id, "round_id")
+        # One rule for every ID (docs/reference/identifiers.md); `execution_id` is
+        # checked as a field of its own, before the round is read.
         violations = [
             *id_violations(round_id, "round_id"),
-            *(
-                id_violations(idempotency_key, "idempotency_key", MAX_IDEMPOTENCY_KEY_CHARS)
-                if isinstance(idempotency_key, str)
-                else []
-            ),
+            *id_violations(idempotency_key, "idempotency_key", MAX_IDEMPOTENCY_KEY_CHARS),
+            *(id_violations(execution_id, "execution_id") if execution_id is not None else []),
         ]
         if isinstance(responses, Mapping):
             violations += response_violations(responses, self.limits)
@@ -505,9 +500,7 @@ class Runtime:
         return submission
 
     async def get_round(self, round_id: str) -> ManagedInputRecord:
-        require_identifier(round_id, "round_id")
-        if violations := id_violations(round_id, "round_id"):
-            raise ManagedInputValidationError("invalid round_id", field_violations=violations)
+        checked_id(round_id, "round_id")
         return await offload(self.store.managed_input_store.get_round, round_id)
 
     async def list_rounds(
@@ -519,8 +512,8 @@ class Runtime:
         limit: int | None = None,
         principal: str | None = None,
     ) -> list[ManagedInputRecord]:
-        if execution_id and (violations := id_violations(execution_id, "execution_id")):
-            raise ManagedInputValidationError("invalid execution_id", field_violations=violations)
+        # An empty filter is no filter; any other must be a well-formed ID.
+        execution_id = checked_id(execution_id, "execution_id") if execution_id else None
         return await offload(
             self.store.managed_input_store.list_rounds,
             execution_id=execution_id,
@@ -541,9 +534,7 @@ class Runtime:
     async def require_visible_round(self, round_id: str, principal: str | None) -> None:
         """RoundNotFoundError unless the round exists and, when `principal` is given,
         belongs to an execution that principal submitted."""
-        require_identifier(round_id, "round_id")
-        if violations := id_violations(round_id, "round_id"):
-            raise ManagedInputValidationError("invalid round_id", field_violations=violations)
+        checked_id(round_id, "round_id")
         await offload(self.store.require_visible_round, round_id, principal)
 
     # -- events (WatchPending) ----------------------------------------------------------
@@ -603,13 +594,8 @@ class Runtime:
 
 
 def _execution_id(value: Any) -> str:
-    if not isinstance(value, str) or not value:
-        raise ExecutionNotFoundError(
-            "execution_id must be a non-empty string", metadata={"execution_id": clip(value)}
-        )
-    if violations := id_violations(value, "execution_id"):
-        raise ModelValidationError("invalid execution_id", field_violations=violations)
-    return value
+    # A malformed ID is refused, never looked up: NOT_FOUND is for well-formed ones.
+    return checked_id(value, "execution_id")
 
 
 def _hand_to_pool(

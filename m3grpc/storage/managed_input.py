@@ -30,6 +30,7 @@ import sqlalchemy as sa
 from pydantic import TypeAdapter
 from sqlalchemy.engine import Connection, Engine, Row
 
+from m3grpc.clipping import clip
 from m3grpc.errors import (
     ConflictKind,
     FieldViolation,
@@ -457,12 +458,14 @@ class SqlManagedInputStore:
         with write_transaction(self._engine) as conn:
             row = self._load(conn, round_id, for_update=True)
             if execution_id is not None and row.execution_id != execution_id:
+                # Bounded: a direct caller's value may be any length (the runtime
+                # checks it as an ID first).
                 raise ManagedInputValidationError(
                     "the round belongs to another execution",
                     field_violations=[
-                        FieldViolation("round_id", f"not a round of execution {execution_id}")
+                        FieldViolation("round_id", f"not a round of execution {clip(execution_id)}")
                     ],
-                    metadata={"round_id": round_id, "execution_id": execution_id},
+                    metadata={"round_id": round_id, "execution_id": clip(execution_id)},
                 )
             if row.idempotency_key is not None:
                 if row.idempotency_key == idempotency_key:
