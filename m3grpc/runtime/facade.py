@@ -45,6 +45,7 @@ from m3grpc.runtime.offload import offload, store_calls_on_loop
 from m3grpc.runtime.replica_wakes import ReplicaWakes
 from m3grpc.runtime.shared_poll import SAFETY_REREAD_SECONDS, SharedPoll
 from m3grpc.runtime.submission import spec_document, validate_submission
+from m3grpc.runtime.sweeper import Sweeper
 from m3grpc.runtime.worker import Prepared, WorkerPool, WorkerSettings
 from m3grpc.storage import (
     CreatedExecution,
@@ -95,6 +96,7 @@ class Runtime:
         self._notifier: Notifier | None = None
         self._replica_wakes: ReplicaWakes | None = None
         self._poll: SharedPoll | None = None
+        self._sweeper: Sweeper | None = None
         self._store_calls_here = contextlib.ExitStack()
         # Lifecycle events (log lines, and the service's metrics as a listener).
         self.lifecycle = Lifecycle()
@@ -123,16 +125,30 @@ class Runtime:
             self.limits,
             self.lifecycle,
         )
+        # Overdue rounds are carried out here whether this process has worker
+        # slots or not; its first pass runs before the pool claims anything.
+        self._sweeper = Sweeper(
+            self.store,
+            self._notifier,
+            self.lifecycle,
+            live=self._pool.running_ids,
+            on_released=self._pool.wake,
+            lease_duration=self.settings.lease_duration,
+            interval=self.settings.recovery_interval,
+        )
+        await self._sweeper.start()
         await self._pool.start()
         self._replica_wakes = ReplicaWakes(
             self.store,
             self._notifier,
-            on_queued=self._pool.wake,
+            on_queued=self._queued_elsewhere,
             on_cancel=self._pool.cancel_requested,
         )
         self._replica_wakes.start()
 
     async def stop(self, grace: float = 10.0) -> None:
+        if self._sweeper is not None:
+            await self._sweeper.stop()
         if self._pool is not None:
             await self._pool.stop(grace)
         if self._replica_wakes is not None:
@@ -151,6 +167,14 @@ class Runtime:
         await calls_finished()
         self._store_calls_here.close()
 
+    def _queued_elsewhere(self) -> None:
+        """Another replica queued or released an execution: claim it, and sweep (a
+        released one's round may be due before the sweep this process waits for)."""
+        if self._pool is not None:
+            self._pool.wake()
+        if self._sweeper is not None:
+            self._sweeper.wake()
+
     @property
     def notifier(self) -> Notifier:
         if self._notifier is None:
@@ -166,8 +190,13 @@ class Runtime:
 
     @property
     def workers_alive(self) -> bool:
-        """The worker pool runs: started, not stopped, none of its loops ended."""
-        return self._pool is not None and self._pool.alive
+        """The worker pool and the sweeper run: started, not stopped, no loop ended."""
+        return (
+            self._pool is not None
+            and self._pool.alive
+            and self._sweeper is not None
+            and self._sweeper.alive
+        )
 
     @property
     def running_executions(self) -> int:
@@ -375,6 +404,7 @@ class Runtime:
             execution_id=execution_id,
             statuses=[ManagedInputStatus.PENDING],
             limit=2,
+            as_read=True,  # an overdue round is not pending: Respond refuses it
         )
         if len(rounds) > 1:
             raise ManagedInputStateError(
@@ -501,7 +531,8 @@ class Runtime:
 
     async def get_round(self, round_id: str) -> ManagedInputRecord:
         checked_id(round_id, "round_id")
-        return await offload(self.store.managed_input_store.get_round, round_id)
+        # As every face reports it: an overdue round as the failure that is due.
+        return await offload(self.store.managed_input_store.get_round, round_id, as_read=True)
 
     async def list_rounds(
         self,
@@ -521,6 +552,7 @@ class Runtime:
             after=after,
             limit=limit,
             principal=principal,
+            as_read=True,
         )
 
     # -- tenant isolation --------------------------------------------------------------
