@@ -95,38 +95,43 @@ def _now() -> sa.BindParameter[Any]:
     return sa.bindparam("now", type_=rounds.c.deadline.type)
 
 
-def _overdue_clause() -> sa.ColumnElement[bool]:
-    """SQL of `overdue(...) is not None` at the bound `now`; never NULL."""
+def _due(status: str) -> sa.ColumnElement[bool]:
+    """SQL: a round stored in the open `status` is overdue at the bound `now`
+    (`overdue(...) is not None`), written for that status alone; never NULL."""
     now = _now()
-    status = rounds.c.status
-    lapsed = sa.and_(
-        rounds.c.lease_expires_at.is_not(None),
-        rounds.c.lease_expires_at <= now,
-        sa.or_(
-            rounds.c.harness_resume_token.is_(None),
-            sa.not_(statements.one_of(status, sorted(_RESUMABLE))),
-        ),
-    )
-    late = sa.and_(status == _PENDING, rounds.c.deadline.is_not(None), rounds.c.deadline <= now)
-    return sa.and_(statements.one_of(status, sorted(_OPEN)), sa.or_(lapsed, late))
+    lapsed = sa.and_(rounds.c.lease_expires_at.is_not(None), rounds.c.lease_expires_at <= now)
+    if status in _RESUMABLE:
+        lapsed = sa.and_(lapsed, rounds.c.harness_resume_token.is_(None))
+    if status != _PENDING:
+        return lapsed
+    return sa.or_(lapsed, sa.and_(rounds.c.deadline.is_not(None), rounds.c.deadline <= now))
+
+
+def _on_time(status: str) -> sa.ColumnElement[bool]:
+    """SQL: the negation of `_due(status)`, spelt out (NULLs included) so that it
+    stays a few cheap comparisons per row."""
+    now = _now()
+    on_time = sa.or_(rounds.c.lease_expires_at.is_(None), rounds.c.lease_expires_at > now)
+    if status in _RESUMABLE:
+        on_time = sa.or_(on_time, rounds.c.harness_resume_token.is_not(None))
+    if status != _PENDING:
+        return on_time
+    return sa.and_(on_time, sa.or_(rounds.c.deadline.is_(None), rounds.c.deadline > now))
 
 
 def status_in(statuses: Collection[str]) -> sa.ColumnElement[bool]:
     """SQL: the round's status as read (`as_read`, at the bound `now`) is one of
-    `statuses`. Stays on the status index: each stored status is narrowed by the
-    overdue clause, and failed also takes the overdue open rounds."""
-    wanted = sorted(set(statuses))
-    terminal = [s for s in wanted if s not in _OPEN]
-    still_open = [s for s in wanted if s in _OPEN]
+    `statuses`: a terminal status as stored, an open one only while nothing is due,
+    and failed also every open round that is overdue."""
+    wanted = set(statuses)
     parts: list[sa.ColumnElement[bool]] = []
-    if terminal:
+    if terminal := sorted(wanted - _OPEN):
         parts.append(statements.one_of(rounds.c.status, terminal))
-    if still_open:
-        parts.append(
-            sa.and_(statements.one_of(rounds.c.status, still_open), sa.not_(_overdue_clause()))
-        )
+    for status in sorted(wanted & _OPEN):
+        parts.append(sa.and_(rounds.c.status == status, _on_time(status)))
     if _FAILED in wanted:
-        parts.append(_overdue_clause())
+        for status in sorted(_OPEN):
+            parts.append(sa.and_(rounds.c.status == status, _due(status)))
     return sa.or_(*parts) if parts else sa.false()
 
 

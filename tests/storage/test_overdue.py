@@ -21,7 +21,7 @@ from m3grpc.types import (
     OperationResult,
 )
 from tests.storage import test_handover as handover
-from tests.storage.conftest import ManualClock
+from tests.storage.conftest import ManualClock, make_round
 
 LEASE = timedelta(seconds=30)
 TIMEOUT = timedelta(seconds=10)
@@ -180,3 +180,42 @@ def test_next_due_is_the_earliest_deadline_or_lease_expiry(
     assert execution_store.next_due(start) == start + TIMEOUT
     assert execution_store.next_due(start + TIMEOUT) == start + LEASE
     assert execution_store.next_due(start + LEASE) is None
+
+
+def test_the_status_filter_agrees_with_the_rows_as_read(
+    execution_store: SqlExecutionStore, store: SqlManagedInputStore, clock: ManualClock
+) -> None:
+    """Every open status x resumable or not x lease lapsed or not x deadline passed
+    or not: ListRounds' SQL filter (`status_in`) selects exactly the rounds whose
+    status `as_read` (Python) reports."""
+    for status in (S.PENDING, S.RESPONSE_VALIDATED, S.DELIVERY_STARTED, S.DELIVERED):
+        for resumable in (False, True):
+            for lease_seconds in (5, 60):
+                for deadline_seconds in (5, 60):
+                    execution_store.create_execution({"t": 1}, human_input="managed")
+                    claimed = execution_store.claim_next(
+                        owner_id="w", lease_duration=timedelta(seconds=lease_seconds)
+                    )
+                    assert claimed is not None
+                    round_id = store.create_round(
+                        make_round(
+                            claimed.execution_id,
+                            clock,
+                            deadline=clock() + timedelta(seconds=deadline_seconds),
+                        ),
+                        lease=claimed.lease,
+                        harness_resume_token="{}" if resumable else None,
+                    ).round_id
+                    if status is not S.PENDING:
+                        store.submit_responses(round_id, ANSWER, idempotency_key="k")
+                    if status in (S.DELIVERY_STARTED, S.DELIVERED):
+                        store.start_delivery(round_id, claimed.lease)
+                    if status is S.DELIVERED:
+                        store.mark_delivered(round_id, claimed.lease)
+    clock.advance(10)
+    read = store.list_rounds(as_read=True)
+    assert len(read) == 32
+    assert {r.status for r in read} > {S.FAILED}  # some overdue, some not
+    for status in S:
+        selected = {r.round_id for r in store.list_rounds(statuses=[status], as_read=True)}
+        assert selected == {r.round_id for r in read if r.status is status}, status
