@@ -10,7 +10,7 @@ from m3grpc.api.guard import Context
 from m3grpc.clipping import clip
 from m3grpc.errors import FieldViolation, ManagedInputValidationError
 from m3grpc.runtime import Runtime, redact_responses
-from m3grpc.runtime.limits import MAX_ID_CHARS
+from m3grpc.runtime.limits import checked_id
 from m3grpc.types import ManagedInputRecord, ManagedInputStatus
 from m3grpc.wire import convert, messages
 from m3grpc.wire.gen.m3.v1 import elicitation_pb2, elicitation_service_pb2_grpc
@@ -35,10 +35,7 @@ class ElicitationService(elicitation_service_pb2_grpc.ElicitationServiceServicer
     async def GetPending(
         self, request: pb.GetPendingRequest, context: Context
     ) -> pb.GetPendingResponse:
-        if not request.execution_id:
-            raise _invalid("execution_id", "must be a non-empty string")
-        if len(request.execution_id) > MAX_ID_CHARS:
-            raise _invalid("execution_id", f"must be at most {MAX_ID_CHARS} characters")
+        checked_id(request.execution_id, "execution_id")  # docs/reference/identifiers.md
         if (principal := principal_filter()) is not None:
             await self._runtime.require_visible_execution(request.execution_id, principal)
         record = await self._runtime.pending_round(request.execution_id)
@@ -72,8 +69,8 @@ class ElicitationService(elicitation_service_pb2_grpc.ElicitationServiceServicer
         except convert.WireValueError as exc:
             raise _invalid(f"statuses{exc.path}", exc.description) from None
         statuses = [ManagedInputStatus(value) for value in values]
-        if len(request.execution_id) > MAX_ID_CHARS:
-            raise _invalid("execution_id", f"must be at most {MAX_ID_CHARS} characters")
+        if request.execution_id:  # empty: every execution
+            checked_id(request.execution_id, "execution_id")
         filters = tokens.filter_digest(request.execution_id, [s.value for s in statuses])
         after = tokens.read_page_token(request.page_token, filters) if request.page_token else None
         records = await self._runtime.list_rounds(

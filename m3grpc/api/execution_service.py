@@ -19,7 +19,7 @@ from m3grpc.errors import (
     ResultWaitTimeout,
 )
 from m3grpc.runtime import Runtime
-from m3grpc.runtime.limits import MAX_ID_CHARS, encoded_size
+from m3grpc.runtime.limits import checked_id, encoded_size
 from m3grpc.servers import ServerBinding
 from m3grpc.types import ExecutionResult, HumanInput
 from m3grpc.wire import convert, events, messages, spec_codec
@@ -178,19 +178,8 @@ def _invalid_timeout(why: str) -> ModelValidationError:
 
 
 def _execution_id(value: str) -> str:
-    if not value:
-        raise ModelValidationError(
-            "execution_id is required",
-            field_violations=[FieldViolation("execution_id", "must be a non-empty string")],
-        )
-    if len(value) > MAX_ID_CHARS:
-        raise ModelValidationError(
-            "invalid execution_id",
-            field_violations=[
-                FieldViolation("execution_id", f"must be at most {MAX_ID_CHARS} characters")
-            ],
-        )
-    return value
+    # The one rule for IDs (docs/reference/identifiers.md), before anything is read.
+    return checked_id(value, "execution_id")
 
 
 def _submission(

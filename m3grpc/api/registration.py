@@ -21,6 +21,7 @@ from google.protobuf import descriptor, message, message_factory
 
 from m3grpc.api.request_paths import nul_paths
 from m3grpc.errors import FieldViolation, ManagedInputValidationError, ModelValidationError
+from m3grpc.runtime.limits import ID_FIELDS
 from m3grpc.text import NUL_PROBLEM
 
 log = logging.getLogger(__name__)
@@ -65,8 +66,11 @@ def _deserializer(cls: type[message.Message], invalid: InvalidRequest) -> Callab
         # service's CPU, every request) is skipped.
         paths = nul_paths(request) if b"\0" in data else []
         if paths:
+            # A malformed ID is MANAGED_INPUT_INVALID on every service (the one rule
+            # of docs/reference/identifiers.md); anything else, the service's reason.
+            error = ManagedInputValidationError if set(paths) <= ID_FIELDS else invalid
             return Undecodable(
-                invalid(
+                error(
                     "strings must not contain NUL characters",
                     field_violations=[FieldViolation(path, NUL_PROBLEM) for path in paths],
                 )

@@ -16,12 +16,9 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from m3grpc import tracing
-from m3grpc.clipping import clip
 from m3grpc.errors import (
-    ExecutionNotFoundError,
     ManagedInputStateError,
     ManagedInputValidationError,
-    ModelValidationError,
     ResultWaitTimeout,
     WorkQueueFullError,
 )
@@ -32,6 +29,7 @@ from m3grpc.runtime.lifecycle import Lifecycle
 from m3grpc.runtime.limits import (
     MAX_IDEMPOTENCY_KEY_CHARS,
     Limits,
+    checked_id,
     id_violations,
     response_violations,
 )
@@ -48,6 +46,7 @@ from m3grpc.runtime.offload import offload, store_calls_on_loop
 from m3grpc.runtime.replica_wakes import ReplicaWakes
 from m3grpc.runtime.shared_poll import SAFETY_REREAD_SECONDS, SharedPoll
 from m3grpc.runtime.submission import spec_document, validate_submission
+from m3grpc.runtime.sweeper import Sweeper
 from m3grpc.runtime.worker import Prepared, WorkerPool, WorkerSettings
 from m3grpc.storage import (
     CreatedExecution,
@@ -56,7 +55,6 @@ from m3grpc.storage import (
     SqlExecutionStore,
     StoredEvent,
 )
-from m3grpc.storage.identifiers import require_identifier
 from m3grpc.storage.loop_calls import calls_finished
 from m3grpc.types import (
     ElicitationResponse,
@@ -105,6 +103,7 @@ class Runtime:
         self._notifier: Notifier | None = None
         self._replica_wakes: ReplicaWakes | None = None
         self._poll: SharedPoll | None = None
+        self._sweeper: Sweeper | None = None
         self._store_calls_here = contextlib.ExitStack()
         # Lifecycle events (log lines, and the service's metrics as a listener).
         self.lifecycle = Lifecycle()
@@ -133,16 +132,30 @@ class Runtime:
             self.limits,
             self.lifecycle,
         )
+        # Overdue rounds are carried out here whether this process has worker
+        # slots or not; its first pass runs before the pool claims anything.
+        self._sweeper = Sweeper(
+            self.store,
+            self._notifier,
+            self.lifecycle,
+            live=self._pool.running_ids,
+            on_released=self._pool.wake,
+            lease_duration=self.settings.lease_duration,
+            interval=self.settings.recovery_interval,
+        )
+        await self._sweeper.start()
         await self._pool.start()
         self._replica_wakes = ReplicaWakes(
             self.store,
             self._notifier,
-            on_queued=self._pool.wake,
+            on_queued=self._queued_elsewhere,
             on_cancel=self._pool.cancel_requested,
         )
         self._replica_wakes.start()
 
     async def stop(self, grace: float = 10.0) -> None:
+        if self._sweeper is not None:
+            await self._sweeper.stop()
         if self._pool is not None:
             await self._pool.stop(grace)
         if self._replica_wakes is not None:
@@ -161,6 +174,14 @@ class Runtime:
         await calls_finished()
         self._store_calls_here.close()
 
+    def _queued_elsewhere(self) -> None:
+        """Another replica queued or released an execution: claim it, and sweep (a
+        released one's round may be due before the sweep this process waits for)."""
+        if self._pool is not None:
+            self._pool.wake()
+        if self._sweeper is not None:
+            self._sweeper.wake()
+
     @property
     def notifier(self) -> Notifier:
         if self._notifier is None:
@@ -176,8 +197,13 @@ class Runtime:
 
     @property
     def workers_alive(self) -> bool:
-        """The worker pool runs: started, not stopped, none of its loops ended."""
-        return self._pool is not None and self._pool.alive
+        """The worker pool and the sweeper run: started, not stopped, no loop ended."""
+        return (
+            self._pool is not None
+            and self._pool.alive
+            and self._sweeper is not None
+            and self._sweeper.alive
+        )
 
     @property
     def running_executions(self) -> int:
@@ -385,6 +411,7 @@ class Runtime:
             execution_id=execution_id,
             statuses=[ManagedInputStatus.PENDING],
             limit=2,
+            as_read=True,  # an overdue round is not pending: Respond refuses it
         )
         if len(rounds) > 1:
             raise ManagedInputStateError(
@@ -459,14 +486,12 @@ class Runtime:
         execution_id: str | None = None,
     ) -> ResponseSubmission:
         """Submit responses; the worker waiting on the round is woken after the commit."""
-        require_identifier(round_id, "round_id")
+        # One rule for every ID (docs/reference/identifiers.md); `execution_id` is
+        # checked as a field of its own, before the round is read.
         violations = [
             *id_violations(round_id, "round_id"),
-            *(
-                id_violations(idempotency_key, "idempotency_key", MAX_IDEMPOTENCY_KEY_CHARS)
-                if isinstance(idempotency_key, str)
-                else []
-            ),
+            *id_violations(idempotency_key, "idempotency_key", MAX_IDEMPOTENCY_KEY_CHARS),
+            *(id_violations(execution_id, "execution_id") if execution_id is not None else []),
         ]
         if isinstance(responses, Mapping):
             violations += response_violations(responses, self.limits)
@@ -512,10 +537,9 @@ class Runtime:
         return submission
 
     async def get_round(self, round_id: str) -> ManagedInputRecord:
-        require_identifier(round_id, "round_id")
-        if violations := id_violations(round_id, "round_id"):
-            raise ManagedInputValidationError("invalid round_id", field_violations=violations)
-        return await offload(self.store.managed_input_store.get_round, round_id)
+        checked_id(round_id, "round_id")
+        # As every face reports it: an overdue round as the failure that is due.
+        return await offload(self.store.managed_input_store.get_round, round_id, as_read=True)
 
     async def list_rounds(
         self,
@@ -526,8 +550,8 @@ class Runtime:
         limit: int | None = None,
         principal: str | None = None,
     ) -> list[ManagedInputRecord]:
-        if execution_id and (violations := id_violations(execution_id, "execution_id")):
-            raise ManagedInputValidationError("invalid execution_id", field_violations=violations)
+        # An empty filter is no filter; any other must be a well-formed ID.
+        execution_id = checked_id(execution_id, "execution_id") if execution_id else None
         return await offload(
             self.store.managed_input_store.list_rounds,
             execution_id=execution_id,
@@ -535,6 +559,7 @@ class Runtime:
             after=after,
             limit=limit,
             principal=principal,
+            as_read=True,
         )
 
     # -- tenant isolation --------------------------------------------------------------
@@ -548,9 +573,7 @@ class Runtime:
     async def require_visible_round(self, round_id: str, principal: str | None) -> None:
         """RoundNotFoundError unless the round exists and, when `principal` is given,
         belongs to an execution that principal submitted."""
-        require_identifier(round_id, "round_id")
-        if violations := id_violations(round_id, "round_id"):
-            raise ManagedInputValidationError("invalid round_id", field_violations=violations)
+        checked_id(round_id, "round_id")
         await offload(self.store.require_visible_round, round_id, principal)
 
     # -- events (WatchPending) ----------------------------------------------------------
@@ -610,13 +633,8 @@ class Runtime:
 
 
 def _execution_id(value: Any) -> str:
-    if not isinstance(value, str) or not value:
-        raise ExecutionNotFoundError(
-            "execution_id must be a non-empty string", metadata={"execution_id": clip(value)}
-        )
-    if violations := id_violations(value, "execution_id"):
-        raise ModelValidationError("invalid execution_id", field_violations=violations)
-    return value
+    # A malformed ID is refused, never looked up: NOT_FOUND is for well-formed ones.
+    return checked_id(value, "execution_id")
 
 
 def _hand_to_pool(

@@ -19,12 +19,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from m3grpc.clipping import clip
-from m3grpc.errors import FieldViolation
+from m3grpc.errors import FieldViolation, ManagedInputValidationError
 from m3grpc.text import text_problem
 from m3grpc.types import ElicitationResponse, ExecutionResult, OperationResult
 
 # Execution and round IDs (the service issues 36-character ones).
 MAX_ID_CHARS = 128
+# The request fields that hold an ID (a malformed one is MANAGED_INPUT_INVALID on
+# every RPC); request_id and idempotency_key are keys, checked with their request.
+ID_FIELDS = frozenset({"execution_id", "round_id"})
 # request_id and idempotency_key are stored in 200-character columns.
 MAX_REQUEST_ID_CHARS = 200
 MAX_IDEMPOTENCY_KEY_CHARS = 200
@@ -58,13 +61,29 @@ class Limits:
     max_result_bytes: int = 2_000_000
 
 
-def id_violations(value: str, field: str, limit: int = MAX_ID_CHARS) -> list[FieldViolation]:
-    """An ID's length, and that it is text a store can keep (`m3grpc.text`)."""
+def id_violations(value: object, field: str, limit: int = MAX_ID_CHARS) -> list[FieldViolation]:
+    """What breaks the one rule for IDs and callers' keys (docs/reference/identifiers.md):
+    a non-empty string, not only whitespace, at most `limit` characters, of text a
+    store can keep (`m3grpc.text`). The description never repeats the value."""
+    if not isinstance(value, str) or not value:
+        return [FieldViolation(field, "must be a non-empty string")]
     if len(value) > limit:
         return [FieldViolation(field, f"must be at most {limit} characters, got {len(value)}")]
+    if not value.strip():
+        return [FieldViolation(field, "must not be blank (only whitespace)")]
     if problem := text_problem(value):
         return [FieldViolation(field, problem)]
     return []
+
+
+def checked_id(value: object, field: str, limit: int = MAX_ID_CHARS) -> str:
+    """`value` if it keeps the rule of `id_violations`, else ManagedInputValidationError
+    (INVALID_ARGUMENT, MANAGED_INPUT_INVALID) naming `field`: checked before anything
+    is read, so a malformed ID is never looked up (nor reported NOT_FOUND)."""
+    if violations := id_violations(value, field, limit):
+        raise ManagedInputValidationError(f"invalid {field}", field_violations=violations)
+    assert isinstance(value, str)
+    return value
 
 
 def json_depth(value: object) -> int:

@@ -47,7 +47,8 @@ def recover_expired(
                     released.append(execution_id)
                 lifecycle.released(execution_id)
                 continue
-            store.fail_recovery(execution_id)
+            if not store.recover_expired(execution_id):
+                continue  # finished meanwhile (another replica's sweep came first)
         except ManagedInputRecoveryError:
             continue  # renewed meanwhile
         finished.append(execution_id)

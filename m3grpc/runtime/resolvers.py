@@ -44,6 +44,8 @@ from m3grpc.runtime.shared_poll import SAFETY_REREAD_SECONDS, SharedPoll
 from m3grpc.specs import ElicitationPlan
 from m3grpc.storage import SqlExecutionStore
 from m3grpc.storage.managed_input import RoundSettle
+from m3grpc.storage.overdue import DEADLINE_MESSAGE, expired_at_deadline
+from m3grpc.storage.transitions import DEADLINE_FAILURE_CODE
 from m3grpc.types import (
     ElicitationResponse,
     ManagedInputRecord,
@@ -649,19 +651,19 @@ class ManagedInputResolver(InFlight):
                 self._rounds.fail,
                 pending.round_id,
                 self._lease.lease,
-                failure_code="operation_timeout",
-                failure_message="the round's deadline passed without a response",
+                failure_code=DEADLINE_FAILURE_CODE,
+                failure_message=DEADLINE_MESSAGE,
                 expected_statuses=[ManagedInputStatus.PENDING],
             )
         except ManagedInputStateError:
             return
         self._lifecycle.round_failed(
-            self._execution_id, pending.round_id, "operation_timeout", answered=False
+            self._execution_id, pending.round_id, DEADLINE_FAILURE_CODE, answered=False
         )
-        self._end_round_span(pending.round_id, "failed", "operation_timeout")
+        self._end_round_span(pending.round_id, "failed", DEADLINE_FAILURE_CODE)
         self._forget(pending.round_id)
         raise OperationTimeout(
-            f"round {pending.round_id} expired at its deadline {pending.deadline}",
+            expired_at_deadline(pending.round_id, pending.deadline),
             metadata={"round_id": pending.round_id, "execution_id": self._execution_id},
         )
 

@@ -39,7 +39,6 @@ from m3grpc.runtime.local_wakes import HUB
 from m3grpc.runtime.notifier import Notifier, finished_state_key
 from m3grpc.runtime.offload import offload, offload_lease
 from m3grpc.runtime.outage import stored
-from m3grpc.runtime.recovery import recover_expired
 from m3grpc.runtime.resolvers import InFlight, ManagedInputResolver, PlanInputResolver
 from m3grpc.runtime.shared_poll import SharedPoll
 from m3grpc.runtime.submission import parse_spec
@@ -78,7 +77,9 @@ class WorkerSettings:
     # The same while other replicas' changes are heard (PostgreSQL LISTEN/NOTIFY):
     # polling is then only a fallback.
     listening_poll_interval: float = 10.0
-    # How often recovery looks for expired leases (default: the lease duration).
+    # The longest the sweeper (m3grpc/runtime/sweeper.py) waits between two passes;
+    # it also wakes at the next deadline or lease expiry it knows of. Default: the
+    # lease duration, at most 10 s.
     recovery_interval: float | None = None
     # The deadline of a managed round whose spec sets no round_timeout; None: none.
     default_round_timeout: timedelta | None = None
@@ -138,6 +139,11 @@ class WorkerPool:
     def running(self) -> int:
         return len(self._running)
 
+    def running_ids(self) -> frozenset[str]:
+        """The executions this pool runs now: their owner is alive and renews their
+        leases, even if a stalled loop let one lapse (the sweeper spares them)."""
+        return frozenset(self._running)
+
     def runs(self, execution_id: str) -> bool:
         """This pool runs the execution now: when it ends, the execution's waiters
         are notified with its result (None: not stored here; read it)."""
@@ -165,8 +171,8 @@ class WorkerPool:
 
     @property
     def alive(self) -> bool:
-        """Started, not stopping, and none of the claim, recovery and heartbeat
-        loops has ended (a loop ending on its own means the workers stopped)."""
+        """Started, not stopping, and neither the claim nor the heartbeat loop
+        has ended (a loop ending on its own means the workers stopped)."""
         return (
             bool(self._loops)
             and not self._stopping
@@ -179,10 +185,10 @@ class WorkerPool:
         return len(self._running) - len(self._waiting)
 
     async def start(self) -> None:
-        await offload(recover_expired, self._store, (), [], self.lifecycle)
+        # Recovery of other workers' expired leases is the runtime's sweeper's
+        # (m3grpc/runtime/sweeper.py), which runs whether this pool has slots or not.
         self._loops = [
             asyncio.create_task(self._claim_loop(), name="m3-claim"),
-            asyncio.create_task(self._recovery_loop(), name="m3-recovery"),
             asyncio.create_task(self._heartbeat_loop(), name="m3-heartbeat"),
         ]
 
@@ -376,25 +382,6 @@ class WorkerPool:
                 await asyncio.wait_for(
                     self._wake.wait(), self._notifier.poll_interval(self._settings.poll_interval)
                 )
-
-    async def _recovery_loop(self) -> None:
-        interval = self._settings.recovery_interval or self._settings.lease_duration.total_seconds()
-        while True:
-            await asyncio.sleep(interval)
-            # This process's own executions are alive even if a stalled loop let
-            # their leases lapse: recovery is for owners that are gone.
-            live = frozenset(self._running)
-            released: list[str] = []
-            try:
-                finished = await offload(
-                    recover_expired, self._store, live, released, self.lifecycle
-                )
-                for execution_id in finished + released:
-                    self._notifier.notify(execution_id)
-                if released:
-                    self.wake()  # claim them now
-            except Exception:  # M3Error, or the database briefly unavailable
-                log.exception("recovery pass failed; retrying next interval")
 
     async def _heartbeat_loop(self) -> None:
         duration = self._settings.lease_duration

@@ -29,7 +29,7 @@ from m3grpc.errors import (
     ManagedInputRecoveryError,
     RoundNotFoundError,
 )
-from m3grpc.storage import statements
+from m3grpc.storage import overdue, statements
 from m3grpc.storage.changes import (
     CANCEL_REQUESTED,
     EXECUTION_QUEUED,
@@ -61,21 +61,24 @@ from m3grpc.storage.events import (
     read_events,
     read_owned_events,
 )
-from m3grpc.storage.handover import adopt_rounds, release_execution
+from m3grpc.storage.handover import adopt_rounds, open_rounds, release_execution
 from m3grpc.storage.identifiers import require_identifier
 from m3grpc.storage.managed_input import RoundSettle, SqlManagedInputStore
-from m3grpc.storage.operations import record_operation, stored_operations
+from m3grpc.storage.operations import earned_outcome, record_operation, stored_operations
 from m3grpc.storage.schema import executions, rounds
 from m3grpc.storage.sealed_rows import check_keys
 from m3grpc.storage.statements import RowLike
 from m3grpc.storage.tokens import new_lease_token
 from m3grpc.storage.transitions import (
+    DEADLINE_FAILURE_CODE,
     EXECUTION_FINISHED_FAILURE_CODE,
     EXECUTION_RULE,
     ROUND_RULE,
     Rule,
+    check_round,
     finish_execution,
     finish_recovered,
+    write_round,
 )
 from m3grpc.types import (
     ExecutionOutcome,
@@ -797,19 +800,114 @@ class SqlExecutionStore:
     def fail_recovery(self, execution_id: str) -> ExecutionState:
         """Finish an execution whose worker disappeared: its open rounds fail closed;
         it keeps its stored operation results (see `finish_recovered`)."""
-        message = "the worker running this execution disappeared; it cannot be resumed"
+        return self._fail_recovery(execution_id)[0]
+
+    def recover_expired(self, execution_id: str) -> bool:
+        """`fail_recovery`, telling whether this call finished the execution (False:
+        it had finished already, e.g. another replica's sweep came first)."""
+        return self._fail_recovery(execution_id)[1]
+
+    def _fail_recovery(self, execution_id: str) -> tuple[ExecutionState, bool]:
         with write_transaction(self._engine) as conn:
             row = self._load(conn, execution_id, for_update=True)
             now = self.now()
             if row.lifecycle == ExecutionStatus.FINISHED.value:
-                return _state(row)
+                return _state(row), False
             if row.worker_lease_expires_at is None or row.worker_lease_expires_at > now:
                 raise ManagedInputRecoveryError(
                     "the execution's worker still holds a live lease",
                     metadata={"execution_id": execution_id},
                 )
-            finish_recovered(conn, execution_id, now=now, failure_message=message)
-            return _state(self._load(conn, execution_id))
+            finish_recovered(conn, execution_id, now=now, failure_message=overdue.RECOVERY_MESSAGE)
+            return _state(self._load(conn, execution_id)), True
+
+    # -- the sweep of overdue rounds (m3grpc.storage.overdue) ------------------------
+
+    def next_due(self, after: datetime) -> datetime | None:
+        """The earliest instant after `after` at which a pending round's deadline
+        passes or a worker's lease runs out; None: nothing is due."""
+        with read_transaction(self._engine) as conn:
+            found = [
+                query.first(conn, {"after": after})
+                for query in (overdue.NEXT_DEADLINE, overdue.NEXT_LEASE_EXPIRY)
+            ]
+        times = [row.due for row in found if row is not None and row.due is not None]
+        return min(times, default=None)
+
+    def released_past_deadline(self) -> list[str]:
+        """Released executions (no worker) whose round is pending past its deadline."""
+        now = self.now()
+        with read_transaction(self._engine) as conn:
+            rows = overdue.RELEASED_PAST_DEADLINE.all(conn, {"now": now})
+        return list(dict.fromkeys(row.execution_id for row in rows))
+
+    def expire_released(
+        self, execution_id: str, *, owner_id: str, lease_duration: timedelta
+    ) -> tuple[str, ExecutionResult] | None:
+        """A released execution whose round's deadline passed while no worker held
+        it: what a worker claiming it would do, in one transaction and by the same
+        rules: claim it for `owner_id` (`claim_released`, the round `adopt_round`),
+        fail the round `operation_timeout` (`fail`) with its operation's failed
+        result, and finish the execution (`finish`) with the results stored before
+        and the outcome they earn. Returns (round_id, result); None, with nothing
+        written, unless it is still released with its round pending past its
+        deadline (a worker claimed it, a cancel finished it, another replica's
+        sweep came first)."""
+        with write_transaction(self._engine) as conn:
+            if overdue.RELEASED_EXECUTION.first(conn, {"execution_id": execution_id}) is None:
+                return None
+            now = self.now()
+            found = open_rounds(conn, execution_id)
+            if len(found) != 1 or not _past_deadline(found[0], now):
+                return None
+            released = found[0]
+            lease = _claim(
+                conn, execution_id, ExecutionStatus.WAITING_FOR_INPUT, owner_id, lease_duration, now
+            )
+            if lease is None:
+                return None
+            round_id = adopt_rounds(conn, execution_id, lease, now=now)
+            adopted = statements.SELECT_ROUND_FOR_UPDATE.first(conn, {"round_id": round_id})
+            assert adopted is not None
+            move = check_round(
+                ROUND_RULE["fail"],
+                adopted,
+                now=now,
+                lease=lease,
+                within=[ManagedInputStatus.PENDING],
+            )
+            write_round(
+                conn,
+                move,
+                failed_at=now,
+                failure_code=DEADLINE_FAILURE_CODE,
+                failure_message=overdue.DEADLINE_MESSAGE,
+            )
+            message = overdue.expired_at_deadline(released.round_id, released.deadline)
+            timed_out = OperationResult(
+                logical_operation_id=released.logical_operation_id,
+                server=released.server,
+                operation_kind=released.operation_kind,
+                operation_name=released.operation_name,
+                ok=False,
+                failure_code=DEADLINE_FAILURE_CODE,
+                failure_message=message,
+            )
+            # The script stops at a timed-out round: this was the last operation.
+            record_operation(conn, execution_id, timed_out, last=True, now=now)
+            operations, _ = stored_operations(conn, execution_id)
+            outcome, failure_code, failure_message = earned_outcome(operations)
+            result = ExecutionResult(
+                execution_id=execution_id,
+                outcome=outcome,
+                operations=tuple(operations),
+                failure_code=failure_code,
+                failure_message=failure_message,
+                finished_at=now,
+            )
+            self._guard(conn, execution_id, lease)
+            self._finish(conn, EXECUTION_RULE["finish"], execution_id, result)
+            return released.round_id, result
 
     # -- events -------------------------------------------------------------------
 
@@ -913,6 +1011,16 @@ class SqlExecutionStore:
                 f"no execution {execution_id!r}", metadata={"execution_id": execution_id}
             )
         return row
+
+
+def _past_deadline(row: RowLike, now: datetime) -> bool:
+    """A released round still pending past its deadline (what `expire_released` expires)."""
+    return (
+        row.status == ManagedInputStatus.PENDING.value
+        and row.owner_id is None
+        and row.deadline is not None
+        and row.deadline <= now
+    )
 
 
 def _configuration_digest(document: Mapping[str, Any], human_input: str) -> str:

@@ -30,6 +30,7 @@ import sqlalchemy as sa
 from pydantic import TypeAdapter
 from sqlalchemy.engine import Connection, Engine, Row
 
+from m3grpc.clipping import clip
 from m3grpc.errors import (
     ConflictKind,
     FieldViolation,
@@ -39,7 +40,7 @@ from m3grpc.errors import (
     OperationTimeout,
     RoundNotFoundError,
 )
-from m3grpc.storage import statements
+from m3grpc.storage import overdue, statements
 from m3grpc.storage.clock import Clock, checked_clock, read_clock, utc_now
 from m3grpc.storage.encryption import ResponseCipher, open_responses
 from m3grpc.storage.engine import (
@@ -59,7 +60,7 @@ from m3grpc.storage.response_validation import (
     validate_responses,
 )
 from m3grpc.storage.schema import executions, from_micros, rounds, to_micros
-from m3grpc.storage.statements import RowLike
+from m3grpc.storage.statements import RowLike, StoredRow
 from m3grpc.storage.tokens import new_lease_token
 from m3grpc.storage.transitions import (
     EXECUTION_RULE,
@@ -379,10 +380,13 @@ class SqlManagedInputStore:
         self._pendings.put(record.pending)
         return record
 
-    def get_round(self, round_id: str) -> ManagedInputRecord:
+    def get_round(self, round_id: str, *, as_read: bool = False) -> ManagedInputRecord:
+        """The round as stored; `as_read`: an overdue round as the failure it is due
+        (m3grpc.storage.overdue), as every face reports it."""
         require_identifier(round_id, "round_id")
         with read_transaction(self._engine) as conn:
-            return self._record(self._load(conn, round_id))
+            row = self._load(conn, round_id)
+        return self._record(overdue.as_read(row._mapping, self.now()) if as_read else row)
 
     def list_rounds(
         self,
@@ -392,25 +396,34 @@ class SqlManagedInputStore:
         after: tuple[datetime, str] | None = None,
         limit: int | None = None,
         principal: str | None = None,
+        as_read: bool = False,
     ) -> list[ManagedInputRecord]:
         """Rounds ordered by (created_at, round_id); `after` is a keyset cursor;
-        `principal`: only rounds of that principal's executions."""
+        `principal`: only rounds of that principal's executions. `as_read`: each
+        overdue round as the failure it is due, `statuses` matched against that
+        (m3grpc.storage.overdue), as every face reports them."""
         query = _list_query(
             principal is not None,
             execution_id is not None,
             None if statuses is None else tuple(sorted(s.value for s in statuses)),
             after is not None,
             limit is not None,
+            as_read,
         )
+        now = self.now()
         params: dict[str, Any] = {
             "principal": principal,
             "execution_id": execution_id,
             "limit": limit,
+            "now": now,
         }
         if after is not None:
             params["after_created_at"], params["after_round_id"] = after
         with read_transaction(self._engine) as conn:
-            return [self._record(row) for row in query.all(conn, params)]
+            rows = query.all(conn, params)
+        if as_read:
+            return [self._record(overdue.as_read(row._mapping, now)) for row in rows]
+        return [self._record(row) for row in rows]
 
     def redacted_responses(self, round_id: str) -> RedactedResponses:
         return redact_responses(self.get_round(round_id))
@@ -457,18 +470,25 @@ class SqlManagedInputStore:
         with write_transaction(self._engine) as conn:
             row = self._load(conn, round_id, for_update=True)
             if execution_id is not None and row.execution_id != execution_id:
+                # Bounded: a direct caller's value may be any length (the runtime
+                # checks it as an ID first).
                 raise ManagedInputValidationError(
                     "the round belongs to another execution",
                     field_violations=[
-                        FieldViolation("round_id", f"not a round of execution {execution_id}")
+                        FieldViolation("round_id", f"not a round of execution {clip(execution_id)}")
                     ],
-                    metadata={"round_id": round_id, "execution_id": execution_id},
+                    metadata={"round_id": round_id, "execution_id": clip(execution_id)},
                 )
+            now = self.now()
             if row.idempotency_key is not None:
+                # An answered round whose worker is gone reads as recovery will leave
+                # it (m3grpc.storage.overdue): a replay reports that, a late answer
+                # is refused as it is once recovery ran.
+                seen = overdue.as_read(row._mapping, now)
                 if row.idempotency_key == idempotency_key:
                     if row.response_digest == digest:
                         return _submission(
-                            self._opened(row._mapping),
+                            self._opened(seen),
                             replayed=True,
                             pending=self._pendings.get(row),
                         )
@@ -477,9 +497,8 @@ class SqlManagedInputStore:
                         conflict_kind=ConflictKind.IDEMPOTENCY_KEY_REUSED,
                         metadata={"round_id": round_id},
                     )
-                require_not_recovered(row)
+                require_not_recovered(StoredRow(seen))
                 raise state_error(row, "the round already has a response")
-            now = self.now()
             move = check_round(ROUND_RULE["submit_responses"], row, now=now)
             # Cancel flags an execution a worker holds, and its worker fails the open
             # round when it acts on it: an answer taken meanwhile would be acknowledged
@@ -808,9 +827,11 @@ def _list_query(
     statuses: tuple[str, ...] | None,
     after: bool,
     limited: bool,
+    as_read: bool = False,
 ) -> statements.Prepared:
     """list_rounds' statement for one combination of filters, built once (see
-    m3grpc.storage.statements), with bind parameters for the filters' values."""
+    m3grpc.storage.statements), with bind parameters for the filters' values;
+    `as_read`: `statuses` are matched as read at the bound `now`."""
     query = sa.select(rounds).order_by(rounds.c.created_at, rounds.c.round_id)
     if by_principal:
         query = query.where(
@@ -823,7 +844,9 @@ def _list_query(
     if by_execution:
         query = query.where(rounds.c.execution_id == sa.bindparam("execution_id"))
     if statuses is not None:
-        query = query.where(statements.one_of(rounds.c.status, statuses))
+        query = query.where(
+            overdue.status_in(statuses) if as_read else statements.one_of(rounds.c.status, statuses)
+        )
     if after:
         created_at = sa.bindparam("after_created_at", type_=rounds.c.created_at.type)
         round_id = sa.bindparam("after_round_id", type_=rounds.c.round_id.type)

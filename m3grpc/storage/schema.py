@@ -87,6 +87,8 @@ executions = sa.Table(
     sa.Column("principal", sa.String(200), nullable=True),
     sa.Index("ix_m3_executions_lifecycle", "lifecycle"),
     sa.Index("ix_m3_executions_principal", "principal"),
+    # The sweep's (m3grpc.storage.overdue): leases that run out (NULL once finished).
+    sa.Index("ix_m3_executions_lease_expiry", "worker_lease_expires_at"),
 )
 
 rounds = sa.Table(
@@ -135,6 +137,9 @@ rounds = sa.Table(
     ),
     sa.Index("ix_m3_rounds_execution_status", "execution_id", "status"),
     sa.Index("ix_m3_rounds_status", "status"),
+    # The sweep's (m3grpc.storage.overdue): deadlines and leases that run out.
+    sa.Index("ix_m3_rounds_status_deadline", "status", "deadline"),
+    sa.Index("ix_m3_rounds_status_lease", "status", "lease_expires_at"),
 )
 
 # Append-only: every round transition and execution finish appends one row in

@@ -58,6 +58,8 @@ from m3grpc.types import (
 )
 
 RECOVERY_FAILURE_CODE = "recovery_unavailable"
+# A pending round whose deadline passed without a response (OperationTimeout).
+DEADLINE_FAILURE_CODE = "operation_timeout"
 EXECUTION_FINISHED_FAILURE_CODE = "execution_finished"
 
 S = ManagedInputStatus

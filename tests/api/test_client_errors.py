@@ -27,7 +27,7 @@ from m3grpc.client import (
 from m3grpc.errors import (
     InternalError,
     M3Error,
-    ModelValidationError,
+    ManagedInputValidationError,
     ServiceShuttingDownError,
 )
 
@@ -90,9 +90,9 @@ async def test_async_transport_failures_are_typed() -> None:
 def test_typed_errors_carry_their_status_code(shared_server: ServerProcess) -> None:
     with (
         RemoteMCPTestKit(shared_server.address) as kit,
-        pytest.raises(ModelValidationError) as invalid,
+        pytest.raises(ManagedInputValidationError) as invalid,
     ):
-        kit.handle("").snapshot()
+        kit.handle("").snapshot()  # a malformed ID: docs/reference/identifiers.md
     assert invalid.value.code == "INVALID_ARGUMENT"
 
 

@@ -149,6 +149,12 @@ def test_malformed_requests_are_typed_errors(inbox_service: InboxService, stubs:
     assert client.get("/api/rounds/rnd_missing")[0] == 404
     code, body = client.respond("rnd_missing", {"idempotency_key": "k", "responses": {}})
     assert code == 404 and body["error"]["reason"] == "ROUND_NOT_FOUND"
+    # A malformed round ID is refused as gRPC refuses it (docs/reference/identifiers.md).
+    for malformed in ("%20", "%09%20", "r" * 5000):
+        code, body = client.get(f"/api/rounds/{malformed}")
+        assert code == 400 and body["error"]["reason"] == "MANAGED_INPUT_INVALID", body
+        assert [v["field"] for v in body["error"]["field_violations"]] == ["round_id"]
+        assert all(len(value) <= 80 for value in body["error"]["metadata"].values())
     # Decline answers it: the tool sees the decline.
     code, body = client.respond(
         round_id,

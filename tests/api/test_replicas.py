@@ -1,7 +1,8 @@
 """Two service replicas on one database: a worker replica that dies (SIGKILL)
-while it owns a pending round, and an idle replica (no workers, recovery far
-off) that a caller answers through. Covers OPERATION_TIMEOUT and
-MANAGED_INPUT_RECOVERY_UNAVAILABLE, plus concurrent responses.
+while it owns a pending round, and an idle replica (no workers; its sweeper
+recovers the dead one's round once that lease runs out) that a caller answers
+through. Covers OPERATION_TIMEOUT and MANAGED_INPUT_RECOVERY_UNAVAILABLE, plus
+concurrent responses.
 """
 
 from __future__ import annotations

@@ -58,8 +58,11 @@ def resume_config(tmp: Path, database: Path | str, name: str = "server", **optio
     return path
 
 
-def submit_ledger(stubs: Stubs, ledger: Path, server: str = "ledger") -> str:
-    """reserve (no input, a side effect) then book (a round), managed."""
+def submit_ledger(
+    stubs: Stubs, ledger: Path, server: str = "ledger", round_timeout_seconds: int = 0
+) -> str:
+    """reserve (no input, a side effect) then book (a round), managed; the round
+    with its own deadline if `round_timeout_seconds` is given."""
     reserve = execution_pb2.OperationStep(kind=execution_pb2.OPERATION_KIND_TOOL, name="reserve")
     reserve.arguments.update({"ledger": str(ledger), "item": "crate"})
     book = execution_pb2.OperationStep(kind=execution_pb2.OPERATION_KIND_TOOL, name="book")
@@ -71,6 +74,8 @@ def submit_ledger(stubs: Stubs, ledger: Path, server: str = "ledger") -> str:
         prompt="Reserve a crate, then book its shipment.",
         script=[reserve, book],
     )
+    if round_timeout_seconds:
+        spec.round_timeout.FromSeconds(round_timeout_seconds)
     request = execution_service_pb2.SubmitRequest(
         agent=spec, human_input=execution_pb2.HUMAN_INPUT_MANAGED
     )

@@ -3,7 +3,7 @@ against a real store: what may pass on, what still fails closed."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import pytest
 
@@ -24,14 +24,18 @@ ANSWER = {"shipping_address": ElicitationResponse(action="decline")}
 
 
 def paused(
-    execution_store: SqlExecutionStore, clock: ManualClock, *, resumable: bool
+    execution_store: SqlExecutionStore,
+    clock: ManualClock,
+    *,
+    resumable: bool,
+    deadline: datetime | None = None,
 ) -> tuple[str, str, ManagedInputLease]:
     """A claimed execution waiting on one pending round (resumable or not)."""
     created = execution_store.create_execution({"t": 1}, human_input="managed")
     claimed = execution_store.claim_next(owner_id="first", lease_duration=LEASE)
     assert claimed is not None and claimed.execution_id == created.state.execution_id
     round_id = execution_store.managed_input_store.create_round(
-        make_round(claimed.execution_id, clock),
+        make_round(claimed.execution_id, clock, deadline=deadline),
         lease=claimed.lease,
         harness_resume_token='{"wire_keys": {}}' if resumable else None,
     ).round_id
