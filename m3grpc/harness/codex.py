@@ -71,7 +71,7 @@ from m3grpc.harness.base import (
 )
 from m3grpc.harness.mcp_convert import domain_request, elicit_results
 from m3grpc.harness.request_keys import legacy_request_key
-from m3grpc.servers import StdioServer
+from m3grpc.servers import StdioServer, stdio_environment
 from m3grpc.types import AgentReport, NativePrompt, OperationResult
 
 logger = logging.getLogger(__name__)
@@ -210,8 +210,9 @@ def codex_config(task: HarnessTask, settings: CodexSettings, model: str | None) 
     lines.append(f"[mcp_servers.{_toml(server.name)}]")
     if isinstance(server, StdioServer):
         lines += [f"command = {_toml(server.command)}", f"args = {_toml(list(server.args))}"]
-        if server.env:
-            lines.append(f"env = {_toml(dict(server.env))}")
+        env = stdio_environment(server)
+        if env:
+            lines.append(f"env = {_toml(env)}")
         if server.cwd is not None:
             lines.append(f"cwd = {_toml(str(server.cwd))}")
     else:

@@ -173,7 +173,7 @@ from m3grpc.harness.request_keys import (
     url_required_request_keys,
 )
 from m3grpc.harness.shared_sessions import Lease, SharedSessions, current_user
-from m3grpc.servers import HttpServer, ServerBinding, StdioServer
+from m3grpc.servers import HttpServer, ServerBinding, StdioServer, stdio_environment
 from m3grpc.types import ElicitationResponse, OperationResult
 
 logger = logging.getLogger(__name__)
@@ -486,7 +486,14 @@ class _Run:
                 return _failed(ref, PROTOCOL_MISMATCH, message, stop=True)
             except Exception as exc:  # spawn, network and handshake failures alike
                 self._forget_discover()  # the server may have changed: ask it next time
-                logger.warning("cannot connect to MCP server %r", ref.server, exc_info=True)
+                # One line: the server's stderr is in the log already, a record a line,
+                # and the SDK's nested task-group traceback only at DEBUG.
+                logger.warning(
+                    "cannot connect to MCP server %r: %s",
+                    ref.server,
+                    connect_failure(self._task.server, exc, None),
+                )
+                logger.debug("connecting to MCP server %r failed", ref.server, exc_info=True)
                 tail = await self._stderr.drained() if self._stderr is not None else None
                 message = connect_failure(self._task.server, exc, tail)
                 return _failed(ref, SERVER_UNAVAILABLE, message, stop=True)
@@ -541,7 +548,10 @@ class _Run:
         dispatcher: SessionDispatcher | None = None
         if isinstance(server, StdioServer):
             parameters = StdioServerParameters(
-                command=server.command, args=list(server.args), env=dict(server.env), cwd=server.cwd
+                command=server.command,
+                args=list(server.args),
+                env=stdio_environment(server),
+                cwd=server.cwd,
             )
             # The server's stderr goes through a bounded tail, so that a server
             # that dies (e.g. `No module named 'mcp'`) can be reported with its cause.
