@@ -41,6 +41,7 @@ from m3grpc.runtime import (
     default_harnesses,
     faults_reported_by_caller,
     load_cipher,
+    sqlite_location_problem,
 )
 from m3grpc.servers import ServerBinding
 from m3grpc.wire.gen.m3.v1 import elicitation_service_pb2, execution_service_pb2
@@ -413,6 +414,8 @@ def _open_store(config: ServiceConfig) -> SqlExecutionStore:
         cipher = load_cipher(config.encryption.key_file)
     except EncryptionKeyError as exc:
         raise EncryptionKeysError(str(exc)) from None
+    if (problem := sqlite_location_problem(database)) is not None:
+        raise DatabaseOpenError(f"cannot open database {_redacted(database)}: {problem}")
     try:
         with faults_reported_by_caller():  # the refusal below is the one line
             return SqlExecutionStore(database, cipher=cipher)
