@@ -53,6 +53,8 @@ def run_db(command: str, *, config: str | None, database: str | None) -> int:
     except (SchemaVersionError, EncryptionKeyError) as exc:
         print(f"m3grpc: database {shown}: {exc}", file=sys.stderr)
         return 1
+    except BrokenPipeError:
+        raise  # stdout's reader went away, not the database: `m3grpc` ends quietly
     except Exception as exc:  # driver, network, auth, filesystem
         print(f"m3grpc: database {shown}: {describe_cause(exc)}", file=sys.stderr)
         return 1
