@@ -10,7 +10,8 @@ ENV PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 RUN python -m venv /opt/m3grpc
 WORKDIR /src
-COPY pyproject.toml LICENSE ./
+# README.md: the package's long description (pyproject's readme).
+COPY pyproject.toml LICENSE README.md ./
 COPY m3grpc ./m3grpc
 RUN /opt/m3grpc/bin/pip install ".[server,postgres,tracing]"
 
@@ -27,6 +28,9 @@ RUN groupadd --system --gid 10001 m3 \
     && chown m3:m3 /data
 COPY --from=build /opt/m3grpc /opt/m3grpc
 COPY --chmod=0755 docker/entrypoint.sh /usr/local/bin/m3grpc-entrypoint
+# The example MCP server a written configuration binds as `shipping` (M3_EXAMPLE_SERVER),
+# so that a first run can show a whole round.
+COPY examples/shipping_server.py /usr/local/share/m3grpc/examples/shipping_server.py
 ENV PATH=/opt/m3grpc/bin:$PATH \
     PYTHONUNBUFFERED=1 \
     PYTHONDONTWRITEBYTECODE=1

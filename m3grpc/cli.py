@@ -16,6 +16,7 @@ import argparse
 import asyncio
 import importlib
 import importlib.util
+import os
 import sys
 from collections.abc import Sequence
 
@@ -152,7 +153,24 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+# The exit status when the reader of stdout went away (`m3grpc pending ID | head -1`):
+# 128 + SIGPIPE, what a shell reports for a tool that SIGPIPE ended.
+STDOUT_CLOSED = 141
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        code = _main(argv)
+        sys.stdout.flush()  # the last lines' closed pipe shows here, not at exit
+    except BrokenPipeError:
+        # What the reader did not want is dropped, quietly, as other tools do; stdout
+        # goes to /dev/null so that the interpreter's own flush at exit cannot fail too.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return STDOUT_CLOSED
+    return code
+
+
+def _main(argv: Sequence[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["demo"] and _demo_available():
         return _demo(argv[1:])  # the demo parses its own arguments

@@ -21,6 +21,8 @@ pydantic field typed `TaggedServerBinding`.
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Literal
@@ -70,7 +72,8 @@ class StdioServer(_Binding):
 
     `env` is merged over the MCP SDK's minimal inherited environment (HOME,
     PATH, SHELL, TERM, USER, LOGNAME); the rest of the caller's environment is
-    not passed on.
+    not passed on. From a Python environment that is not activated, PATH has the
+    environment's directory first (`stdio_environment`).
     """
 
     kind: Literal["stdio"] = "stdio"
@@ -114,6 +117,37 @@ class HttpServer(_Binding):
 ServerBinding = StdioServer | HttpServer
 """Either binding; use `TaggedServerBinding` as a pydantic field type."""
 
+# What a stdio server inherits of this process's environment (the MCP SDK's list).
+INHERITED_VARIABLES = ("HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER")
+
+
+def stdio_environment(binding: StdioServer) -> dict[str, str]:
+    """The variables set over the inherited ones when `binding`'s server starts: its
+    `env`, and PATH with this interpreter's directory first when that directory is
+    not on PATH, as if its environment were activated.
+
+    `.venv/bin/m3grpc serve` run without activating `.venv` finds `python3` (or a
+    server installed into `.venv`) in `.venv`, with the packages the service itself
+    imports, not in the system's Python. PATH stays as given when the binding sets
+    it, or when a virtual environment is activated ($VIRTUAL_ENV): the caller chose.
+    """
+    env = dict(binding.env)
+    path = os.environ.get("PATH", os.defpath)
+    own = os.path.dirname(sys.executable)
+    if "PATH" in env or "VIRTUAL_ENV" in os.environ or not own:
+        return env
+    if own in (os.path.normpath(entry) for entry in path.split(os.pathsep) if entry):
+        return env
+    env["PATH"] = os.pathsep.join([own, path]) if path else own
+    return env
+
+
+def inherited_environment(binding: StdioServer) -> dict[str, str]:
+    """The whole environment `binding`'s server starts with."""
+    inherited = {name: os.environ[name] for name in INHERITED_VARIABLES if name in os.environ}
+    return inherited | stdio_environment(binding)
+
+
 TaggedServerBinding = Annotated[ServerBinding, Field(discriminator="kind")]
 
 server_binding_adapter: TypeAdapter[ServerBinding] = TypeAdapter(TaggedServerBinding)
@@ -127,7 +161,9 @@ __all__ = [
     "ServerRoot",
     "StdioServer",
     "TaggedServerBinding",
+    "inherited_environment",
     "server_binding_adapter",
+    "stdio_environment",
 ]
 
 

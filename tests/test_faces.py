@@ -1,6 +1,7 @@
 """One submit API, four faces: the embedded and remote kits, sync and async, offer
-the same agent `submit`, the same kit `submit` per flavour, and the same handle
-methods (m3grpc/submit_options.py)."""
+the same agent `submit`, the same kit `submit` per flavour, and one handle API: the
+same public methods with the same signatures on every execution handle, so that a
+program written against the embedded kit runs on the remote one (m3grpc/submit_options.py)."""
 
 from __future__ import annotations
 
@@ -37,7 +38,25 @@ AGENTS: dict[str, type] = {
 }
 SYNC_HANDLES = (ExecutionHandle, RemoteExecutionHandle)
 ASYNC_HANDLES = (AsyncExecutionHandle, AsyncRemoteExecutionHandle)
-HANDLE_METHODS = ("pending_elicitation", "respond_elicitation", "snapshot", "result", "cancel")
+# (embedded, remote) of each flavour.
+HANDLE_PAIRS = (
+    (ExecutionHandle, RemoteExecutionHandle),
+    (AsyncExecutionHandle, AsyncRemoteExecutionHandle),
+)
+HANDLE_METHODS = (
+    "pending_elicitation",
+    "wait_for_pending",
+    "pending_rounds",
+    "respond_elicitation",
+    "snapshot",
+    "result",
+    "cancel",
+)
+# The gRPC stream with cursors that resume across service restarts: the remote
+# handles' own (an embedded program waits with wait_for_pending / pending_rounds).
+REMOTE_ONLY = {"watch_pending"}
+# Iterators, not calls: a generator on the sync handles, an async generator on the others.
+ITERATORS = {"pending_rounds"}
 
 
 def _shape(function: Callable[..., Any]) -> list[tuple[str, Any, Any]]:
@@ -94,8 +113,31 @@ def test_handle_methods_are_the_same_on_every_handle(method: str) -> None:
         assert _shape(getattr(cls, method)) == expected, cls.__name__
     for cls in SYNC_HANDLES:
         assert not inspect.iscoroutinefunction(getattr(cls, method)), cls.__name__
+        if method in ITERATORS:
+            assert inspect.isgeneratorfunction(getattr(cls, method)), cls.__name__
     for cls in ASYNC_HANDLES:
-        assert inspect.iscoroutinefunction(getattr(cls, method)), cls.__name__
+        if method in ITERATORS:
+            assert inspect.isasyncgenfunction(getattr(cls, method)), cls.__name__
+        else:
+            assert inspect.iscoroutinefunction(getattr(cls, method)), cls.__name__
+
+
+@pytest.mark.parametrize("method", HANDLE_METHODS)
+def test_handle_methods_return_the_same_types_embedded_and_remote(method: str) -> None:
+    for embedded, remote in HANDLE_PAIRS:
+        returns = inspect.get_annotations(getattr(embedded, method), eval_str=True)["return"]
+        assert inspect.get_annotations(getattr(remote, method), eval_str=True)["return"] == (
+            returns
+        ), (remote.__name__, method)
+
+
+def test_embedded_and_remote_handles_offer_one_api() -> None:
+    # Everything an embedded program calls on a handle, the remote handle has (the
+    # README's first example waits with wait_for_pending), and the other way round
+    # but for the remote stream.
+    for embedded, remote in HANDLE_PAIRS:
+        assert _public_methods(embedded) == set(HANDLE_METHODS), embedded.__name__
+        assert _public_methods(remote) == set(HANDLE_METHODS) | REMOTE_ONLY, remote.__name__
 
 
 def test_sync_and_async_twins_offer_the_same_methods() -> None:

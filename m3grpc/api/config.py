@@ -204,11 +204,11 @@ def check_listen(address: str) -> str:
     """
     host, colon, port = address.rpartition(":")
     if not colon or not host:
-        raise ValueError(f"listen address {address!r} is not HOST:PORT")
+        raise ValueError(f"{address!r} is not HOST:PORT")
     if not port.isascii() or not port.isdigit():
-        raise ValueError(f"listen address {address!r} has no numeric port")
+        raise ValueError(f"{address!r} has no numeric port")
     if int(port) > 65535:
-        raise ValueError(f"listen port {port} is out of range (0-65535)")
+        raise ValueError(f"port {port} of {address!r} is out of range (0-65535)")
     return address
 
 

@@ -4,7 +4,8 @@
 Checks beyond the config model's own validation: that `serve` would not refuse the
 address (beyond loopback without TLS and authentication) and can read `[tls]`'s files;
 each stdio binding's command
-exists (on PATH, or as a path) and its `cwd` is a directory; each HTTP binding's
+exists (on PATH, or as a path) and its `cwd` is a directory, and a Python interpreter
+there can import what the server's script imports (`interpreter_check`); each HTTP binding's
 URL has a host and a valid port; the database can be reached and its schema is
 one this version serves (see m3grpc/storage/schema_version.py).
 """
@@ -20,9 +21,10 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from m3grpc.api.config import ServiceConfig, exposure_problem
+from m3grpc.api.interpreter_check import is_python, missing_modules
 from m3grpc.errors import EncryptionKeyError, StorageUnavailableError
 from m3grpc.runtime import SchemaStatus, faults_reported_by_caller, inspect_database, load_cipher
-from m3grpc.servers import HttpServer, ServerBinding, StdioServer
+from m3grpc.servers import HttpServer, ServerBinding, StdioServer, stdio_environment
 
 
 class Level(StrEnum):
@@ -192,11 +194,15 @@ def _stdio_finding(binding: StdioServer) -> Finding:
             return Finding(Level.ERROR, subject, f"command {command} is not an executable file")
         found = str(path)
     else:
-        search = binding.env.get("PATH", os.environ.get("PATH", os.defpath))
+        # The PATH the server starts with (the service's own environment first, see
+        # stdio_environment), which is where the spawn looks the command up.
+        search = stdio_environment(binding).get("PATH", os.environ.get("PATH", os.defpath))
         which = shutil.which(command, path=search)
         if which is None:
             return Finding(Level.ERROR, subject, f"command {command!r} not found on PATH")
         found = which
+    if is_python(command) and (missing := missing_modules(binding, found)) is not None:
+        return Finding(Level.ERROR, subject, missing.describe())
     return Finding(Level.OK, subject, " ".join([found, *binding.args]))
 
 

@@ -41,6 +41,7 @@ from m3grpc.runtime import (
     default_harnesses,
     faults_reported_by_caller,
     load_cipher,
+    sqlite_location_problem,
 )
 from m3grpc.servers import ServerBinding
 from m3grpc.wire.gen.m3.v1 import elicitation_service_pb2, execution_service_pb2
@@ -158,20 +159,24 @@ async def start_service(
     address = listen or config.listen
     metrics_address = metrics_listen or config.metrics_listen
     inbox_address = inbox_listen or config.inbox.listen
-    try:
-        check_listen(address)  # --listen overrides the already validated config value
-        for extra in (metrics_address, inbox_address):
-            if extra is not None:
-                check_listen(extra)
-    except ValueError as exc:
-        raise ListenError(str(exc)) from None
+    # Which option or key each address came from, for the refusals' one line.
+    setting = {
+        "grpc": "--listen" if listen else "listen",
+        "metrics": "--metrics-listen" if metrics_listen else "metrics_listen",
+        "inbox": "--inbox-listen" if inbox_listen else "[inbox] listen",
+    }
+    addresses = [("grpc", address), ("metrics", metrics_address), ("inbox", inbox_address)]
+    served = [(setting[name], value) for name, value in addresses if value is not None]
+    for name, value in served:
+        try:
+            check_listen(value)  # an option overrides the already validated config value
+        except ValueError as exc:
+            raise ListenError(f"{name}: {exc}") from None
     _check_exposure(config, address, inbox_address)
     credentials = _server_credentials(config.tls) if config.tls is not None else None
     # Before anything else starts, so that a refused start has touched nothing.
-    _probe_listen(address)
-    for extra in (metrics_address, inbox_address):
-        if extra is not None:
-            _probe_listen(extra)
+    for name, value in served:
+        _probe_listen(value, name)
     tracing_interceptors, stop_tracing = _start_tracing(config)
     try:
         store = _open_store(config)
@@ -219,7 +224,7 @@ async def start_service(
         store.close()
         if stop_tracing is not None:
             stop_tracing()
-        raise ListenError(f"cannot listen on {address}")
+        raise ListenError(f"cannot listen on {address} ({setting['grpc']})")
     shutdown = asyncio.Event()
     watch = PendingWatch(
         runtime, poll_interval=config.watch_poll_interval_seconds, shutdown=shutdown
@@ -232,7 +237,9 @@ async def start_service(
             store.close()
             if stop_tracing is not None:
                 stop_tracing()
-            raise ListenError(f"cannot listen on {metrics_address}: {exc.strerror}") from None
+            raise ListenError(
+                f"cannot listen on {metrics_address} ({setting['metrics']}): {exc.strerror}"
+            ) from None
         metrics.track(runtime, watch)
     inbox = None
     if inbox_address is not None:
@@ -251,7 +258,9 @@ async def start_service(
                 metrics.close()
             if stop_tracing is not None:
                 stop_tracing()
-            raise ListenError(f"cannot listen on {inbox_address}: {exc.strerror}") from None
+            raise ListenError(
+                f"cannot listen on {inbox_address} ({setting['inbox']}): {exc.strerror}"
+            ) from None
     await runtime.start()
     add_m3_services(server, runtime, config.servers, watch)
     health_servicer = health.aio.HealthServicer()
@@ -358,8 +367,9 @@ def _server_credentials(tls: Tls) -> grpc.ServerCredentials:
     )
 
 
-def _probe_listen(address: str) -> None:
-    """Raise ListenError if `address` cannot be bound, with the OS's reason.
+def _probe_listen(address: str, setting: str) -> None:
+    """Raise ListenError if `address` (of `setting`, the option or key that names it)
+    cannot be bound, with the OS's reason.
 
     gRPC's own bind failure is a RuntimeError without the reason plus a
     multi-line log on stderr; probing first turns a busy port into one clear line.
@@ -374,7 +384,7 @@ def _probe_listen(address: str) -> None:
             host, int(port), type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
         )
     except socket.gaierror as exc:
-        raise ListenError(f"cannot listen on {address}: {exc.strerror}") from None
+        raise ListenError(f"cannot listen on {address} ({setting}): {exc.strerror}") from None
     errors: list[OSError] = []
     bound = 0
     for family, kind, proto, _, sockaddr in candidates:
@@ -392,7 +402,7 @@ def _probe_listen(address: str) -> None:
         reason = (in_use or errors)[0].strerror
         if in_use:
             reason = f"{reason} (is another server running on this port?)"
-        raise ListenError(f"cannot listen on {address}: {reason}")
+        raise ListenError(f"cannot listen on {address} ({setting}): {reason}")
 
 
 def _log_preflight(
@@ -415,6 +425,8 @@ def _open_store(config: ServiceConfig) -> SqlExecutionStore:
         cipher = load_cipher(config.encryption.key_file)
     except EncryptionKeyError as exc:
         raise EncryptionKeysError(str(exc)) from None
+    if (problem := sqlite_location_problem(database)) is not None:
+        raise DatabaseOpenError(f"cannot open database {_redacted(database)}: {problem}")
     try:
         with faults_reported_by_caller():  # the refusal below is the one line
             return SqlExecutionStore(database, cipher=cipher)

@@ -1,7 +1,7 @@
 """The remote verbs' command line (argparse only: building it loads no grpc).
 
     m3grpc submit [SPEC|-] [--binding NAME] [--prompt TEXT] [--tool T]... [--harness H]
-                  [--model M]... [--human-input fail|managed] [--request-id ID]
+                  [--model M]... [--human-input managed|fail] [--request-id ID]
     m3grpc status EXECUTION_ID
     m3grpc result EXECUTION_ID [--wait SECONDS]
     m3grpc cancel EXECUTION_ID
@@ -97,8 +97,9 @@ def add_commands(commands: Any) -> None:
     submit.add_argument(
         "--human-input",
         choices=["fail", "managed"],
-        default="fail",
-        help="managed: elicitations become pending rounds to answer (default: fail)",
+        help="managed: elicitations become pending rounds to answer; fail: only the "
+        "spec's elicitation_plan answers them (default: managed, or fail for a spec "
+        "with an elicitation_plan)",
     )
     submit.add_argument(
         "--request-id", help="idempotency key of the submission: the same ID, the same execution"

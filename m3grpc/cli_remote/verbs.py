@@ -30,6 +30,7 @@ from m3grpc.types import (
     ExecutionState,
     ExecutionStatus,
     FormElicitationRequest,
+    HumanInput,
     ManagedInputStatus,
 )
 from m3grpc.waits import wait_seconds
@@ -102,13 +103,22 @@ def submit(args: argparse.Namespace) -> int:
             script=spec.get("script"),
             elicitation_plan=spec.get("elicitation_plan"),
             permission_policy=spec.get("permission_policy"),
-            human_input=args.human_input,
+            human_input=_human_input(args.human_input, spec),
             round_limit=spec.get("round_limit", 8),
             round_timeout_seconds=spec.get("round_timeout_seconds"),
             request_id=args.request_id,
         )
     emit(args, {"execution_id": handle.execution_id}, handle.execution_id)
     return exits.OK
+
+
+def _human_input(given: HumanInput | None, spec: Mapping[str, Any]) -> HumanInput:
+    """--human-input, else managed: the CLI submits for someone to answer (the API's
+    default stays "fail"). A spec with an elicitation_plan answers by its plan, which
+    managed input cannot be combined with."""
+    if given is not None:
+        return given
+    return "fail" if spec.get("elicitation_plan") else "managed"
 
 
 def _check_spec_keys(spec: Mapping[str, Any]) -> None:

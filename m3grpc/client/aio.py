@@ -9,7 +9,7 @@ async with AsyncRemoteMCPTestKit("127.0.0.1:50051") as kit:
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -25,14 +25,16 @@ from m3grpc.types import (
     ElicitationResponse,
     ExecutionResult,
     ExecutionState,
+    ExecutionStatus,
     HumanInput,
     ManagedInputStatus,
     PendingElicitationRound,
     RoundPage,
     RoundView,
 )
+from m3grpc.waits import wait_seconds
 from m3grpc.wire import requests
-from m3grpc.wire.events import WatchEvent, WatchEventClass, event_from_message
+from m3grpc.wire.events import RoundPending, WatchEvent, WatchEventClass, event_from_message
 from m3grpc.wire.gen.m3.v1 import execution_service_pb2
 from m3grpc.wire.requests import ServerRef
 from m3grpc.wire.status import typed_error
@@ -92,8 +94,21 @@ class AsyncRemoteMCPTestKit(calls.KitBase[grpc.aio.Channel]):
         cursor: str | None = None,
         kinds: Iterable[WatchEventClass] | None = None,
     ) -> AsyncIterator[WatchEvent]:
+        async for event in self._watch(execution_id, cursor, kinds, None):
+            yield event
+
+    async def _watch(
+        self,
+        execution_id: str | None,
+        cursor: str | None,
+        kinds: Iterable[WatchEventClass] | None,
+        timeout: float | None,
+    ) -> AsyncGenerator[WatchEvent, None]:
+        """As RemoteMCPTestKit._watch."""
         call = self._stubs.executions.WatchPending(
-            calls.watch_request(execution_id, cursor, kinds), metadata=with_trace(self._metadata)
+            calls.watch_request(execution_id, cursor, kinds),
+            timeout=timeout,
+            metadata=with_trace(self._metadata),
         )
         try:
             async for message in call:
@@ -101,6 +116,8 @@ class AsyncRemoteMCPTestKit(calls.KitBase[grpc.aio.Channel]):
                 if event is not None:
                     yield event
         except grpc.RpcError as error:
+            if timeout is not None and error.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
+                raise calls.pending_wait_timeout(execution_id or "", timeout) from error
             raise typed_error(error) from error
         finally:
             call.cancel()
@@ -176,6 +193,39 @@ class AsyncRemoteExecutionHandle:
 
     async def pending_elicitation(self) -> PendingElicitationRound | None:
         return await self._kit._run(calls.pending(self.execution_id))
+
+    async def wait_for_pending(
+        self, timeout: float | None = None
+    ) -> PendingElicitationRound | None:
+        """As RemoteExecutionHandle.wait_for_pending."""
+        seconds = wait_seconds(timeout)
+        if seconds == 0:
+            pending = await self.pending_elicitation()
+            if pending is not None:
+                return pending
+            if (await self.snapshot()).lifecycle is ExecutionStatus.FINISHED:
+                return None
+            raise calls.pending_wait_timeout(self.execution_id, seconds)
+        events = self._kit._watch(self.execution_id, None, calls.WAIT_KINDS, seconds)
+        try:
+            async for event in events:
+                if isinstance(event, RoundPending):
+                    return event.round
+        finally:
+            await events.aclose()  # ends the stream now
+        return None
+
+    async def pending_rounds(self) -> AsyncIterator[PendingElicitationRound]:
+        """Each round once, as it becomes pending, until the execution finishes."""
+        seen: set[str] = set()
+        events = self._kit._watch(self.execution_id, None, calls.WAIT_KINDS, None)
+        try:
+            async for event in events:
+                if isinstance(event, RoundPending) and event.round.round_id not in seen:
+                    seen.add(event.round.round_id)
+                    yield event.round
+        finally:
+            await events.aclose()
 
     async def respond_elicitation(
         self,

@@ -281,6 +281,16 @@ def watch_request(
     )
 
 
+# What a handle's wait_for_pending / pending_rounds watch: rounds, and the finish
+# that ends the wait (the stream of one execution ends after it anyway).
+WAIT_KINDS: tuple[WatchEventClass, ...] = (events.RoundPending, events.ExecutionFinished)
+
+
+def pending_wait_timeout(execution_id: str, timeout: float | None) -> TimeoutError:
+    """wait_for_pending's timeout, worded as the embedded handle's."""
+    return TimeoutError(f"execution {execution_id} had no pending round within {timeout} s")
+
+
 def agent_configs(configs: Any) -> list[tuple[str, tuple[str, ...]]]:
     """(harness, models) of each agent configuration, as `kit.agents(...)` takes them
     (and checks them: `specs.agent_config`)."""

@@ -4,7 +4,7 @@
         agent = kit.agents([{"harness": "scripted", "models": []}])[0]
         handle = agent.submit("...", server="shipping", tools=["shipping:book_shipment"],
                               human_input="managed")
-        pending = handle.pending_elicitation()
+        pending = handle.wait_for_pending(timeout=60)   # as on the embedded handle
         ...
 
 Failed calls raise the same typed errors as the embedded API (m3grpc.errors).
@@ -12,7 +12,7 @@ Failed calls raise the same typed errors as the embedded API (m3grpc.errors).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Generator, Iterable, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -28,14 +28,16 @@ from m3grpc.types import (
     ElicitationResponse,
     ExecutionResult,
     ExecutionState,
+    ExecutionStatus,
     HumanInput,
     ManagedInputStatus,
     PendingElicitationRound,
     RoundPage,
     RoundView,
 )
+from m3grpc.waits import wait_seconds
 from m3grpc.wire import requests
-from m3grpc.wire.events import WatchEvent, WatchEventClass, event_from_message
+from m3grpc.wire.events import RoundPending, WatchEvent, WatchEventClass, event_from_message
 from m3grpc.wire.gen.m3.v1 import execution_service_pb2
 from m3grpc.wire.requests import ServerRef
 from m3grpc.wire.status import typed_error
@@ -105,8 +107,21 @@ class RemoteMCPTestKit(calls.KitBase[grpc.Channel]):
         """Pending rounds now, then live events; resume with an event's `cursor`.
         `kinds`: only events of these classes, e.g. `[RoundPending]` (default: all);
         a cursor resumes after its event whatever the kinds."""
+        return self._watch(execution_id, cursor, kinds, None)
+
+    def _watch(
+        self,
+        execution_id: str | None,
+        cursor: str | None,
+        kinds: Iterable[WatchEventClass] | None,
+        timeout: float | None,
+    ) -> Generator[WatchEvent, None, None]:
+        """WatchPending's events; `timeout`: the stream's deadline, after which it
+        raises TimeoutError (None: none)."""
         call = self._stubs.executions.WatchPending(
-            calls.watch_request(execution_id, cursor, kinds), metadata=with_trace(self._metadata)
+            calls.watch_request(execution_id, cursor, kinds),
+            timeout=timeout,
+            metadata=with_trace(self._metadata),
         )
         try:
             for message in call:
@@ -114,6 +129,8 @@ class RemoteMCPTestKit(calls.KitBase[grpc.Channel]):
                 if event is not None:
                     yield event
         except grpc.RpcError as error:
+            if timeout is not None and error.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
+                raise calls.pending_wait_timeout(execution_id or "", timeout) from error
             raise typed_error(error) from error
         finally:
             call.cancel()  # the consumer stopped early: end the stream
@@ -196,6 +213,37 @@ class RemoteExecutionHandle:
 
     def pending_elicitation(self) -> PendingElicitationRound | None:
         return self._kit._run(calls.pending(self.execution_id))
+
+    def wait_for_pending(self, timeout: float | None = None) -> PendingElicitationRound | None:
+        """The pending round as soon as there is one (WatchPending pushes it: no
+        polling); None once the execution has finished without one; TimeoutError
+        after `timeout` seconds."""
+        seconds = wait_seconds(timeout)
+        if seconds == 0:  # no stream: look once, as the embedded handle does
+            pending = self.pending_elicitation()
+            if pending is not None or self.snapshot().lifecycle is ExecutionStatus.FINISHED:
+                return pending
+            raise calls.pending_wait_timeout(self.execution_id, seconds)
+        events = self._kit._watch(self.execution_id, None, calls.WAIT_KINDS, seconds)
+        try:
+            for event in events:
+                if isinstance(event, RoundPending):
+                    return event.round
+        finally:
+            events.close()  # ends the stream now, not when the generator is collected
+        return None
+
+    def pending_rounds(self) -> Iterator[PendingElicitationRound]:
+        """Each round once, as it becomes pending, until the execution finishes."""
+        seen: set[str] = set()
+        events = self._kit._watch(self.execution_id, None, calls.WAIT_KINDS, None)
+        try:
+            for event in events:
+                if isinstance(event, RoundPending) and event.round.round_id not in seen:
+                    seen.add(event.round.round_id)
+                    yield event.round
+        finally:
+            events.close()
 
     def respond_elicitation(
         self,

@@ -36,7 +36,8 @@ class ServeProcess:
     `log`: the file its stderr goes to (appended), None: this process's stderr.
     `command`: what runs `serve` (a wrapper script with the same command line).
     `new_session`: run it in its own process group (with the stdio MCP servers it
-    spawns), which `stop` kills should SIGTERM not end it in time."""
+    spawns), which `stop` kills should SIGTERM not end it in time.
+    `cwd`: its working directory (default: the repository root)."""
 
     def __init__(
         self,
@@ -47,8 +48,10 @@ class ServeProcess:
         command: Sequence[str] = SERVE_COMMAND,
         env: Mapping[str, str] | None = None,
         new_session: bool = False,
+        cwd: Path = ROOT,
     ) -> None:
         self.config = config
+        self.cwd = cwd
         self.log = log
         self.argv = [
             *command,
@@ -75,7 +78,7 @@ class ServeProcess:
             stderr = stack.enter_context(self.log.open("a")) if self.log is not None else None
             self.process = process = subprocess.Popen(
                 self.argv,
-                cwd=ROOT,
+                cwd=self.cwd,
                 env=self.env,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,

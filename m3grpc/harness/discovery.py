@@ -22,7 +22,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp_types import Implementation, PaginatedRequestParams
 
 from m3grpc.harness.diagnostics import StderrTail, connect_failure
-from m3grpc.servers import ServerBinding, StdioServer
+from m3grpc.servers import ServerBinding, StdioServer, stdio_environment
 
 logger = logging.getLogger(__name__)
 
@@ -65,7 +65,7 @@ async def list_tools(server: ServerBinding, *, timeout: float) -> ToolListing:
                         StdioServerParameters(
                             command=server.command,
                             args=list(server.args),
-                            env=dict(server.env),
+                            env=stdio_environment(server),
                             cwd=server.cwd,
                         ),
                         errlog=stderr.errlog,
@@ -113,7 +113,12 @@ async def list_tools(server: ServerBinding, *, timeout: float) -> ToolListing:
             failure_message=f"MCP server {server.name!r} did not list its tools in {timeout} s",
         )
     except Exception as exc:  # spawn, network and handshake failures alike
-        logger.info("cannot list the tools of MCP server %r", server.name, exc_info=True)
+        logger.info(
+            "cannot list the tools of MCP server %r: %s",
+            server.name,
+            connect_failure(server, exc, None),
+        )
+        logger.debug("listing the tools of MCP server %r failed", server.name, exc_info=True)
         tail = await stderr.drained() if stderr is not None else None
         return ToolListing(
             failure_code="server_unavailable", failure_message=connect_failure(server, exc, tail)

@@ -175,7 +175,7 @@ from m3grpc.harness.request_keys import (
     url_required_request_keys,
 )
 from m3grpc.harness.shared_sessions import Lease, SharedSessions, current_user
-from m3grpc.servers import HttpServer, ServerBinding, StdioServer
+from m3grpc.servers import HttpServer, ServerBinding, StdioServer, stdio_environment
 from m3grpc.types import ElicitationResponse, OperationResult
 
 logger = logging.getLogger(__name__)
@@ -529,7 +529,15 @@ class _Run:
             return PROTOCOL_MISMATCH, _mismatch_message(self._task.server, exc.offered)
         except Exception as exc:  # spawn, network and handshake failures alike
             self._forget_discover()  # the server may have changed: ask it next time
-            logger.warning("cannot connect to MCP server %r", self._task.server.name, exc_info=True)
+            name = self._task.server.name
+            # One line: the server's stderr is in the log already, a record a line,
+            # and the SDK's nested task-group traceback only at DEBUG.
+            logger.warning(
+                "cannot connect to MCP server %r: %s",
+                name,
+                connect_failure(self._task.server, exc, None),
+            )
+            logger.debug("connecting to MCP server %r failed", name, exc_info=True)
             tail = await self._stderr.drained() if self._stderr is not None else None
             return SERVER_UNAVAILABLE, connect_failure(self._task.server, exc, tail)
         return None
@@ -554,7 +562,10 @@ class _Run:
         dispatcher: SessionDispatcher | None = None
         if isinstance(server, StdioServer):
             parameters = StdioServerParameters(
-                command=server.command, args=list(server.args), env=dict(server.env), cwd=server.cwd
+                command=server.command,
+                args=list(server.args),
+                env=stdio_environment(server),
+                cwd=server.cwd,
             )
             # The server's stderr goes through a bounded tail, so that a server
             # that dies (e.g. `No module named 'mcp'`) can be reported with its cause.

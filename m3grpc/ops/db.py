@@ -25,6 +25,7 @@ from m3grpc.runtime import (
     SchemaVersionError,
     faults_reported_by_caller,
     inspect_database,
+    sqlite_location_problem,
 )
 
 
@@ -43,12 +44,17 @@ def run_db(command: str, *, config: str | None, database: str | None) -> int:
         print(f"m3grpc: {exc}", file=sys.stderr)
         return 2
     shown = redact_url(target)
+    if (problem := sqlite_location_problem(target)) is not None:
+        print(f"m3grpc: database {shown}: {problem}", file=sys.stderr)
+        return 1
     try:
         with faults_reported_by_caller():  # a fault ends the command in its one line
             return _run(command, target, shown, config)
     except (SchemaVersionError, EncryptionKeyError) as exc:
         print(f"m3grpc: database {shown}: {exc}", file=sys.stderr)
         return 1
+    except BrokenPipeError:
+        raise  # stdout's reader went away, not the database: `m3grpc` ends quietly
     except Exception as exc:  # driver, network, auth, filesystem
         print(f"m3grpc: database {shown}: {describe_cause(exc)}", file=sys.stderr)
         return 1

@@ -12,7 +12,7 @@ from m3grpc.runtime.worker import WorkerSettings
 from m3grpc.storage import EventKind, OwnedEvent, SqlExecutionStore, StoredEvent
 from m3grpc.storage.encryption import load_cipher
 from m3grpc.storage.engine import faults_reported_by_caller
-from m3grpc.storage.inspection import inspect_database
+from m3grpc.storage.inspection import inspect_database, sqlite_location_problem
 from m3grpc.storage.managed_input import redact_responses
 from m3grpc.storage.schema_version import SchemaState, SchemaStatus, SchemaVersionError
 
@@ -36,4 +36,5 @@ __all__ = [
     "list_tools",
     "load_cipher",
     "redact_responses",
+    "sqlite_location_problem",
 ]

@@ -16,12 +16,36 @@ from m3grpc.storage.schema_version import (
 )
 
 
+class DatabaseLocationError(OSError):
+    """An SQLite file that does not exist and cannot be created where it is named."""
+
+
+def sqlite_location_problem(database: str | os.PathLike[str]) -> str | None:
+    """Why the SQLite file `database` names cannot be created, or None (it exists, it
+    can be, or `database` is not an SQLite path). SQLite itself says only "unable to
+    open database file"."""
+    url = sa.make_url(database_url(database))
+    path = url.database
+    if url.get_backend_name() != "sqlite" or not path or os.path.exists(path):
+        return None
+    directory = os.path.dirname(path) or "."
+    if not os.path.isdir(directory):
+        what = "is not a directory" if os.path.exists(directory) else "does not exist"
+        return f"cannot create the SQLite file: directory {directory} {what}"
+    if not os.access(directory, os.W_OK | os.X_OK):
+        return f"cannot create the SQLite file: directory {directory} is not writable"
+    return None
+
+
 def inspect_database(database: str | os.PathLike[str]) -> SchemaStatus:
     """The schema status of `database` (a URL or an SQLite path).
 
-    A missing SQLite file is reported empty without creating it. Connection and
-    driver errors propagate (SQLAlchemy's, or ImportError for a missing driver).
+    A missing SQLite file is reported empty without creating it, or raises
+    DatabaseLocationError when it could not be created. Connection and driver
+    errors propagate (SQLAlchemy's, or ImportError for a missing driver).
     """
+    if (problem := sqlite_location_problem(database)) is not None:
+        raise DatabaseLocationError(problem)
     url = sa.make_url(database_url(database))
     if url.get_backend_name() == "sqlite" and url.database and not os.path.exists(url.database):
         return SchemaStatus(SchemaState.EMPTY, None, HEAD_REVISION)

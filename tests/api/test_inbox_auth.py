@@ -171,6 +171,7 @@ def test_the_api_needs_a_token_and_the_page_does_not(service: InboxService, stub
         ("GET", f"/api/rounds/{round_id}", None),
         ("POST", f"/api/rounds/{round_id}/respond", {"idempotency_key": "k", "responses": CANCEL}),
         ("GET", "/api/events", None),
+        ("GET", f"/api/executions/{execution_id}", None),
     ]
     for method, path, body in requests:
         for token, credentials in ((None, "missing"), ("not-a-token", "invalid")):
@@ -215,6 +216,11 @@ def test_a_principal_sees_and_answers_only_its_own_rounds(
             assert reply["error"]["reason"] == "ROUND_NOT_FOUND"
             assert reply["error"]["metadata"] == {"round_id": round_id}
     assert _status(stubs, alice_round) == PENDING
+    # Her execution too: EXECUTION_NOT_FOUND, as for one that does not exist.
+    status, reply, _ = _call(service, "GET", f"/api/executions/{alices}", "bob", None)
+    assert status == 404 and reply["error"]["reason"] == "EXECUTION_NOT_FOUND", reply
+    assert reply["error"]["metadata"] == {"execution_id": alices}
+    assert _call(service, "GET", f"/api/executions/{alices}", "alice", None)[0] == 200
 
     # The live list: the snapshot is in creation order, so Alice's older round would
     # come before Bob's own if he could see it.

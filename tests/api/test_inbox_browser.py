@@ -1,6 +1,7 @@
 """The web inbox in a real headless browser: Chromium from the OS packages
 (scripts/setup-chromium.sh) driven by Playwright, against a real `m3grpc serve`
-whose executions run the stdio test MCP servers.
+whose executions run the stdio test MCP servers. At a desktop width, and at a
+phone's (390 px) where the layout is checked.
 
 Skipped when Playwright or Chromium is missing (scripts/test.sh installs both).
 """
@@ -16,7 +17,12 @@ from typing import Any
 
 import pytest
 
-from m3grpc.wire.gen.m3.v1 import elicitation_pb2, elicitation_service_pb2, execution_pb2
+from m3grpc.wire.gen.m3.v1 import (
+    elicitation_pb2,
+    elicitation_service_pb2,
+    execution_pb2,
+    execution_service_pb2,
+)
 from tests.api.conftest import Stubs
 from tests.api.inbox_support import (
     PENDING,
@@ -46,9 +52,12 @@ def browser() -> Iterator[Any]:
             browser.close()
 
 
-@pytest.fixture
-def page(browser: Any) -> Iterator[Any]:
-    context = browser.new_context()
+PHONE = {"width": 390, "height": 844}
+DESKTOP = {"width": 1280, "height": 800}
+
+
+def open_page(browser: Any, viewport: dict[str, int]) -> Iterator[Any]:
+    context = browser.new_context(viewport=viewport)
     context.set_default_timeout(WAIT_MS)
     page = context.new_page()
     errors: list[str] = []
@@ -58,6 +67,16 @@ def page(browser: Any) -> Iterator[Any]:
     finally:
         context.close()
     assert errors == [], errors  # no script error on the page
+
+
+@pytest.fixture
+def page(browser: Any) -> Iterator[Any]:
+    yield from open_page(browser, DESKTOP)
+
+
+@pytest.fixture(params=[PHONE, DESKTOP], ids=["phone", "desktop"])
+def sized_page(browser: Any, request: pytest.FixtureRequest) -> Iterator[Any]:
+    yield from open_page(browser, request.param)
 
 
 def wait_round(stubs: Stubs, execution_id: str) -> str:
@@ -70,6 +89,17 @@ def wait_status(stubs: Stubs, round_id: str, status: int) -> None:
             return
         time.sleep(0.05)
     raise AssertionError(f"round {round_id} never reached status {status}")
+
+
+def open_new_round(
+    page: Any, inbox_service: InboxService, stubs: Stubs, server: str, tool: str
+) -> tuple[str, str]:
+    """Submit a managed execution of `server`'s `tool`, open its round on the page:
+    (execution ID, round ID)."""
+    execution_id = submit(stubs, server, tool)
+    round_id = wait_round(stubs, execution_id)
+    page.goto(f"{inbox_service.inbox_url}#round={round_id}")
+    return execution_id, round_id
 
 
 def recorded_key(stubs: Stubs, round_id: str) -> str:
@@ -88,8 +118,9 @@ def notice(page: Any) -> Any:
 
 
 def test_a_pushed_round_is_answered_through_the_form(
-    inbox_service: InboxService, stubs: Stubs, page: Any
+    inbox_service: InboxService, stubs: Stubs, sized_page: Any
 ) -> None:
+    page = sized_page
     page.goto(inbox_service.inbox_url)
     playwright_api.expect(page.locator("#connection")).to_have_attribute("data-state", "live")
     # Submitted after the page loaded: it appears without a reload.
@@ -98,7 +129,16 @@ def test_a_pushed_round_is_answered_through_the_form(
     item = page.locator(f'#pending li[data-round-id="{round_id}"] a')
     playwright_api.expect(item).to_contain_text("What should be ordered?")
     item.click()
-    playwright_api.expect(page.locator("#round-heading")).to_have_text(f"Round {round_id}")
+    # The server's question leads, and the schema's title; IDs and keys are details.
+    playwright_api.expect(page.locator("#round-heading")).to_have_text("What should be ordered?")
+    playwright_api.expect(page.locator("#requests legend").first).to_have_text("Order")
+    playwright_api.expect(page.locator("#round-summary")).to_have_text(
+        "tool place_order on order_form \u00b7 status: pending"
+    )
+    details = page.locator("#round-details")
+    playwright_api.expect(details).to_contain_text(round_id)
+    playwright_api.expect(details).to_contain_text(execution_id)
+    playwright_api.expect(details).to_contain_text("Request keys")
 
     # The form follows the schema: titles, descriptions, defaults, enums, types.
     form = page.locator("#answer")
@@ -128,6 +168,12 @@ def test_a_pushed_round_is_answered_through_the_form(
     color.select_option(label="blue")
     page.get_by_role("button", name="Send answer").click()
     playwright_api.expect(notice(page)).to_contain_text("Answer recorded")
+    # The page follows the round to its end, and shows how the execution ended.
+    playwright_api.expect(page.locator("#outcome")).to_have_text(
+        "The execution finished: succeeded."
+    )
+    playwright_api.expect(page.locator("#round-summary")).to_contain_text("status: resolved")
+    playwright_api.expect(page.locator("#history")).to_contain_text("resolved")
 
     result = stubs.result(execution_id)
     assert result.outcome == execution_pb2.EXECUTION_OUTCOME_SUCCEEDED
@@ -372,3 +418,127 @@ def test_formats_patterns_lengths_and_choices_are_checked_as_the_person_types(
         "topics": ["releases", "security"],
         "bio": "Counts engines",
     }
+
+
+def test_a_round_cancelled_elsewhere_says_so_and_keeps_the_typed_text(
+    inbox_service: InboxService, stubs: Stubs, page: Any
+) -> None:
+    execution_id, round_id = open_new_round(page, inbox_service, stubs, "shipping", "book_shipment")
+    playwright_api.expect(page.locator("#connection")).to_have_attribute("data-state", "live")
+    page.get_by_label("Street").fill("1 Main Street")
+    page.get_by_label("City").fill("Pune")
+    stubs.executions.Cancel(
+        execution_service_pb2.CancelRequest(execution_id=execution_id), timeout=30
+    )
+    playwright_api.expect(notice(page)).to_contain_text(
+        "This round was cancelled elsewhere (its execution was cancelled)"
+    )
+    playwright_api.expect(notice(page)).to_contain_text("what you typed stays below")
+    # The text is still there to read and copy, but cannot be sent.
+    street = page.get_by_label("Street")
+    playwright_api.expect(street).to_be_visible()
+    playwright_api.expect(street).to_have_value("1 Main Street")
+    playwright_api.expect(street).not_to_be_editable()
+    playwright_api.expect(page.get_by_role("button", name="Send answer")).to_be_hidden()
+    playwright_api.expect(page.locator("#outcome")).to_have_text(
+        "The execution finished: cancelled."
+    )
+    assert stored_key(page, round_id) is None
+
+
+def test_a_round_answered_elsewhere_says_so(
+    inbox_service: InboxService, stubs: Stubs, page: Any
+) -> None:
+    _, round_id = open_new_round(page, inbox_service, stubs, "shipping", "book_shipment")
+    page.get_by_label("City").fill("Goa")
+    stubs.respond(round_id, "elsewhere")
+    playwright_api.expect(notice(page)).to_contain_text(
+        "Someone else answered this round while you were answering it"
+    )
+    playwright_api.expect(page.get_by_label("City")).to_have_value("Goa")
+    playwright_api.expect(page.locator("#outcome")).to_have_text(
+        "The execution finished: succeeded."
+    )
+
+
+def test_an_answer_is_followed_to_the_next_round_and_the_end(
+    inbox_service: InboxService, stubs: Stubs, page: Any
+) -> None:
+    execution_id, _ = open_new_round(
+        page, inbox_service, stubs, "shipping", "book_confirmed_shipment"
+    )
+    playwright_api.expect(page.locator("#round-heading")).to_have_text(
+        "Where should the shipment go?"
+    )
+    page.get_by_label("Street").fill("1 Main Street")
+    page.get_by_label("City").fill("Pune")
+    page.get_by_role("button", name="Send answer").click()
+    # Resolved by the next question: the page says the execution asks for more.
+    playwright_api.expect(page.locator("#round-summary")).to_contain_text("status: resolved")
+    following = page.locator("#outcome a")
+    playwright_api.expect(following).to_have_text("Ship to Pune?")
+    following.click()
+    playwright_api.expect(page.locator("#round-heading")).to_have_text("Ship to Pune?")
+    page.get_by_label("Confirm").check()
+    page.get_by_role("button", name="Send answer").click()
+    playwright_api.expect(page.locator("#outcome")).to_have_text(
+        "The execution finished: succeeded."
+    )
+    assert stubs.result(execution_id).operations[0].result["content"][0]["text"] == (
+        "booked shipment to 1 Main Street, Pune"
+    )
+
+
+def _box(locator: Any) -> dict[str, float]:
+    box = locator.bounding_box()
+    assert box is not None
+    return dict(box)
+
+
+def _on_one_line(first: Any, second: Any) -> bool:
+    """Whether two elements share a line: their vertical extents overlap."""
+    a, b = _box(first), _box(second)
+    return a["y"] < b["y"] + b["height"] and b["y"] < a["y"] + a["height"] and a["x"] < b["x"]
+
+
+def _fits(page: Any) -> None:
+    width = page.evaluate("document.documentElement.scrollWidth")
+    assert width <= page.viewport_size["width"], f"the page scrolls sideways: {width} px"
+    heading = _box(page.locator("#round-heading"))
+    assert heading["x"] + heading["width"] <= page.viewport_size["width"]
+
+
+def test_the_page_fits_the_width_and_a_checkbox_sits_beside_its_label(
+    inbox_service: InboxService, stubs: Stubs, sized_page: Any
+) -> None:
+    page = sized_page
+    execution_id, round_id = open_new_round(page, inbox_service, stubs, "order_form", "place_order")
+    playwright_api.expect(page.get_by_label("Express")).to_be_visible()
+    page.locator("#round-details summary").click()  # the IDs shown too
+    playwright_api.expect(page.locator("#round-facts")).to_contain_text(round_id)
+    _fits(page)
+    # A server's message (or a binding's name) may be one long word: it wraps too.
+    page.evaluate(
+        """() => {
+            const word = "a_very_long_message_without_spaces".repeat(12);
+            document.getElementById("round-heading").textContent = word;
+            document.querySelector("#requests legend").textContent = word;
+        }"""
+    )
+    _fits(page)
+    express = page.locator('[data-field="express"]')
+    assert _on_one_line(express.locator("input"), express.locator("label"))
+
+    # Two requests: a heading of its own, a legend each.
+    urls, _ = open_new_round(page, inbox_service, stubs, "url_required", "sign_contract")
+    playwright_api.expect(page.locator("#round-heading")).to_have_text(
+        "2 requests from url_required"
+    )
+    consent = page.locator("#requests .check").first
+    playwright_api.expect(consent).to_be_visible()
+    _fits(page)
+    assert _on_one_line(consent.locator("input"), consent.locator("label"))
+    for execution in (execution_id, urls):
+        stubs.executions.Cancel(
+            execution_service_pb2.CancelRequest(execution_id=execution), timeout=30
+        )

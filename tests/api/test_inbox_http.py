@@ -90,6 +90,15 @@ def test_answer_with_field_errors_then_valid_then_replay(
     assert {"create_time", "response_validate_time"} <= history.keys()
     listed_now = client.get("/api/rounds")[1]["rounds"]
     assert round_id not in {r["round_id"] for r in listed_now}
+    # What became of the execution (the page follows an answered round to it).
+    code, body = client.get(f"/api/executions/{execution_id}")
+    assert code == 200, body
+    execution = body["execution"]
+    assert execution["execution_id"] == execution_id
+    assert execution["lifecycle"] == "EXECUTION_STATUS_FINISHED"
+    assert execution["outcome"] == "EXECUTION_OUTCOME_SUCCEEDED"
+    code, body = client.get("/api/executions/exe_missing")
+    assert code == 404 and body["error"]["reason"] == "EXECUTION_NOT_FOUND"
 
 
 def test_malformed_requests_are_typed_errors(inbox_service: InboxService, stubs: Stubs) -> None:

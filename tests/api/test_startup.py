@@ -64,6 +64,38 @@ def test_second_server_on_a_busy_port_is_refused(tmp_path: Path) -> None:
         first.terminate()
 
 
+def test_a_refused_listen_address_names_its_option_or_key(tmp_path: Path) -> None:
+    # "listen port 99999 is out of range" did not say which of three addresses.
+    config = write_config(tmp_path / "m3.toml", tmp_path / "m3.sqlite")
+    for option in ("--listen", "--metrics-listen", "--inbox-listen"):
+        line = refused("--config", str(config), option, "127.0.0.1:99999")
+        assert line == (
+            f"m3grpc: {option}: port 99999 of '127.0.0.1:99999' is out of range (0-65535)"
+        )
+        line = refused("--config", str(config), option, "localhost")
+        assert line == f"m3grpc: {option}: 'localhost' is not HOST:PORT"
+    for key, table in (("listen", ""), ("metrics_listen", ""), ("listen", "[inbox]\n")):
+        bad = tmp_path / "bad.toml"
+        bad.write_text(f'{table}{key} = "127.0.0.1:99999"\n')
+        line = refused("--config", str(bad))
+        named = "inbox.listen" if table else key
+        assert line.endswith(
+            f": {named}: port 99999 of '127.0.0.1:99999' is out of range (0-65535)"
+        ), line
+    # A port another process listens on, by option and by key.
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        busy = f"127.0.0.1:{holder.getsockname()[1]}"
+        line = refused("--config", str(config), "--listen", "127.0.0.1:0", "--inbox-listen", busy)
+        assert line.startswith(f"m3grpc: cannot listen on {busy} (--inbox-listen): "), line
+        keyed = tmp_path / "busy.toml"
+        keyed.write_text(f'metrics_listen = "{busy}"\n' + config.read_text())
+        line = refused("--config", str(keyed), "--listen", "127.0.0.1:0")
+        assert line.startswith(f"m3grpc: cannot listen on {busy} (metrics_listen): "), line
+    assert not (tmp_path / "m3.sqlite").exists()  # refused before opening the database
+
+
 def test_listen_port_out_of_range_is_refused(tmp_path: Path) -> None:
     config = write_config(tmp_path / "m3.toml", tmp_path / "m3.sqlite")
     bad = tmp_path / "bad.toml"

@@ -349,3 +349,28 @@ def test_watch_ends_on_ctrl_c_with_the_cursor_to_resume(cli: Cli) -> None:
     kinds = [json.loads(line)["event"] for line in lines(resumed.stdout)]
     assert kinds[0] == "round_left_pending" and kinds[-1] == "execution_finished"
     assert "round_pending" not in kinds
+
+
+def test_submit_asks_for_managed_input_unless_told_otherwise(cli: Cli, tmp_path: Path) -> None:
+    # The CLI submits for someone to answer: without --human-input a first submit
+    # against a server that elicits pauses for input, where it failed at once with
+    # elicitation_not_answered (the API's default, "fail", is unchanged).
+    plain = ["submit", "--binding", "shipping", "--tool", "shipping:book_shipment"]
+    execution_id = cli.ok(*plain, "--prompt", "Book it.").stdout.strip()
+    assert cli.ok("status", execution_id, "--json").json()["human_input"] == "managed"
+    assert "shipping_address" in cli.wait_pending(execution_id)["requests"]
+    cli.ok("respond", "--execution", execution_id, "--accept", json.dumps(ADDRESS))
+    assert cli.ok("result", execution_id, "--wait", "180", "--json").json()["outcome"] == (
+        "succeeded"
+    )
+    # Asked for, fail is what it was.
+    failing = cli.ok(*plain, "--prompt", "Book it.", "--human-input", "fail").stdout.strip()
+    result = cli("result", failing, "--wait", "180", "--json")
+    assert result.code == 1 and result.json()["failure_code"] == "elicitation_not_answered"
+    # A spec with an elicitation_plan is answered by its plan (managed cannot have one).
+    spec = tmp_path / "planned.json"
+    plan = {"rules": [{"request_key": "shipping_address", "action": "accept", "content": ADDRESS}]}
+    spec.write_text(json.dumps({"prompt": "Book it.", "elicitation_plan": plan}))
+    planned = cli.ok("submit", str(spec), *plain[1:]).stdout.strip()
+    assert cli.ok("status", planned, "--json").json()["human_input"] == "fail"
+    assert cli.ok("result", planned, "--wait", "180", "--json").json()["outcome"] == "succeeded"

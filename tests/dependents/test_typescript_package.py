@@ -2,7 +2,10 @@
 tarball of the built package (no tests, no scenario driver, no sources), a fresh
 npm project installs it (its dependencies from the registry), type-checks a
 program against the package's declarations and runs it against a live service:
-submit, pending, respond (and a conflicting repeat, a typed error), result."""
+submit, pending, respond (and a conflicting repeat, a typed error), result.
+A fresh clone packs it (nothing installed before), and a project made with
+npm's and tsc's own defaults compiles and runs the README's example as a `.mts`
+file."""
 
 from __future__ import annotations
 
@@ -12,6 +15,7 @@ import shutil
 import subprocess
 import tarfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -153,3 +157,60 @@ def test_a_fresh_project_installs_the_tarball_and_answers_a_round(
         "outcome": "SUCCEEDED",
         "content": [{"type": "text", "text": BOOKED}],
     }
+
+
+def _manifest(tarball: Path) -> Any:
+    with tarfile.open(tarball) as archive:
+        return json.loads(archive.extractfile("package/package.json").read())  # type: ignore[union-attr]
+
+
+def test_a_fresh_clone_packs_the_package_for_a_project_made_with_the_defaults(
+    service: ServerProcess, tmp_path: Path
+) -> None:
+    # A fresh clone: the package's tracked files, no node_modules, no dist. `npm pack`
+    # failed there (`tsc: not found`) until `npm ci`.
+    clone = tmp_path / "clone"
+    listed = _run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard", "clients/typescript"],
+        ROOT,
+    )
+    for name in listed.split():
+        (clone / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / name, clone / name)
+    assert not (clone / "clients" / "typescript" / "node_modules").exists()
+    packed = tmp_path / "packed"
+    packed.mkdir()
+    _run(
+        [
+            NPM,
+            "pack",
+            "./clients/typescript",
+            "--pack-destination",
+            str(packed),
+            "--prefer-offline",
+        ],
+        clone,
+    )
+    [tarball] = packed.glob("*.tgz")
+    manifest = _manifest(tarball)
+    # A scoped package is published restricted unless it says otherwise.
+    assert manifest["name"].startswith("@") and manifest["publishConfig"] == {"access": "public"}
+
+    # A new project as npm and tsc make one: `npm init -y` (npm 11 writes
+    # "type": "commonjs") and `tsc --init` (module nodenext, verbatimModuleSyntax).
+    # A .ts file is CommonJS there (TS1309 on the example's top-level await, TS1295
+    # on its import); a .mts file is an ES module whatever the project's type.
+    app = tmp_path / "my-app"
+    app.mkdir()
+    _run([NPM, "init", "-y"], app)
+    dev = json.loads((PACKAGE / "package.json").read_text())["devDependencies"]
+    tools = [f"typescript@{dev['typescript']}", f"@types/node@{dev['@types/node']}"]
+    install = [NPM, "install", "--no-audit", "--no-fund", "--prefer-offline", str(tarball)]
+    _run([*install, *tools], app)
+    npx = [NPM, "exec", "--no", "--"]
+    _run([*npx, "tsc", "--init", "--types", "node"], app)
+    example = (PACKAGE / "examples" / "seed.mjs").read_text()  # the README's example
+    (app / "seed.mts").write_text(example)
+    _run([*npx, "tsc"], app)
+    out = _run(["node", "seed.mjs", service.address], app, timeout=300)
+    assert out.startswith("SUCCEEDED ") and BOOKED in out, out

@@ -26,13 +26,19 @@ ENTRYPOINT_VARIABLES = (
     "M3_DB_UPGRADE",
     "M3_RUNTIME_DIR",
     "M3_SERVER",
+    "M3_EXAMPLE_SERVER",
+    "M3_EXAMPLES_DIR",
 )
+# Where the image has examples/shipping_server.py (the Dockerfile copies it there);
+# here the checkout's.
+EXAMPLES = ROOT / "examples"
 
 
 def entrypoint_env(runtime_dir: Path, **variables: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ENTRYPOINT_VARIABLES}
     env["PATH"] = os.pathsep.join([BIN, env.get("PATH", os.defpath)])
     env["M3_RUNTIME_DIR"] = str(runtime_dir)
+    env["M3_EXAMPLES_DIR"] = str(EXAMPLES)
     env.update(variables)
     assert shutil.which("m3grpc", path=env["PATH"]), "m3grpc not installed (pip install -e .)"
     return env

@@ -121,3 +121,28 @@ def test_an_invalid_file_is_one_line_and_exit_2(tmp_path: Path) -> None:
     )
     missing = m3grpc("check-config", str(tmp_path / "absent.toml"))
     assert missing.returncode == 2 and missing.stderr.startswith("m3grpc: cannot read ")
+
+
+def test_an_sqlite_file_that_cannot_be_created_is_an_error_for_every_command(
+    tmp_path: Path,
+) -> None:
+    # check-config said "configuration OK", db status "created on first start", and
+    # serve then refused to start ("unable to open database file").
+    (tmp_path / "a-file").write_text("")
+    for database, why in (
+        (tmp_path / "no" / "such" / "m3.sqlite", f"{tmp_path / 'no' / 'such'} does not exist"),
+        (tmp_path / "a-file" / "m3.sqlite", f"{tmp_path / 'a-file'} is not a directory"),
+    ):
+        problem = f"cannot create the SQLite file: directory {why}"
+        config = write(tmp_path / "m3.toml", f'database = "{database}"\nlisten = "127.0.0.1:0"\n')
+        checked = m3grpc("check-config", str(config))
+        assert checked.returncode == 1, checked.stdout
+        assert f"error database: {database}: {problem}" in checked.stdout.splitlines()
+        for command in (("db", "status"), ("db", "upgrade")):
+            done = m3grpc(*command, "--config", str(config))
+            assert (done.returncode, done.stdout) == (1, ""), done
+            assert done.stderr == f"m3grpc: database {database}: {problem}\n"
+        served = m3grpc("serve", "--config", str(config))
+        assert served.returncode == 2
+        assert served.stderr == f"m3grpc: cannot open database {database}: {problem}\n"
+        assert not database.parent.exists() or database.parent.is_file()

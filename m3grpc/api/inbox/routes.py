@@ -6,6 +6,7 @@
     GET  /api/rounds                    the rounds pending now, oldest first
     GET  /api/rounds/{round_id}         one round with its history, responses redacted
     POST /api/rounds/{round_id}/respond answer it: {"idempotency_key", "responses"}
+    GET  /api/executions/{execution_id} the execution's state: running, or how it ended
 
 With the service's bearer tokens configured, every /api/ request needs
 `Authorization: Bearer <token>` and sees only its principal's rounds (`access`);
@@ -44,6 +45,7 @@ from m3grpc.runtime import Runtime
 from m3grpc.text import text_problem
 from m3grpc.types import ManagedInputStatus
 from m3grpc.wire.gen.m3.v1 import elicitation_service_pb2 as pb
+from m3grpc.wire.messages import state_message
 
 STATIC = Path(__file__).resolve().parent / "static"
 # The most pending rounds GET /api/rounds lists (the live list has no such limit).
@@ -114,6 +116,19 @@ def build_app(
             return error_response(error)
         return _json({"round": to_json(round_message(record))})
 
+    async def execution(request: Request) -> Response:
+        # What became of the execution a person answered (the page follows it).
+        try:
+            caller = access.caller(request)
+            execution_id = request.path_params["execution_id"]
+            if caller.owner_filter is not None:
+                # EXECUTION_NOT_FOUND for another principal's execution, as over gRPC.
+                await runtime.require_visible_execution(execution_id, caller.owner_filter)
+            state = await runtime.snapshot(execution_id)
+        except Exception as error:
+            return error_response(error)
+        return _json({"execution": to_json(state_message(state))})
+
     async def answer(request: Request) -> Response:
         message = pb.RespondRequest(round_id=request.path_params["round_id"])
         try:
@@ -141,6 +156,7 @@ def build_app(
             Route("/api/rounds", pending),
             Route("/api/rounds/{round_id:path}/respond", answer, methods=["POST"]),
             Route("/api/rounds/{round_id:path}", get_round),
+            Route("/api/executions/{execution_id:path}", execution),
             Mount("/static", StaticFiles(directory=STATIC), name="static"),
         ],
     )

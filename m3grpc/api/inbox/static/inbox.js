@@ -3,7 +3,10 @@
 // it asks for one (kept in sessionStorage, sent as Authorization: Bearer), a form per round rendered from its requests' JSON schemas
 // (MCP's flat form schemas: string, number, integer, boolean, string arrays),
 // validation as the person types, and answers sent with an idempotency key kept
-// in localStorage until the service acknowledged it. No dependencies.
+// in localStorage until the service acknowledged it. An answered round is followed
+// until it resolves or fails, and then its execution until it finishes; a round that
+// leaves pending elsewhere while its form is open keeps the typed text, read-only.
+// No dependencies.
 "use strict";
 
 const KEY_PREFIX = "m3-inbox-idempotency-key:";
@@ -17,9 +20,19 @@ const STEPS = [
   ["fail_time", "failed"],
 ];
 
+// Round statuses that do not change any more.
+const TERMINAL = new Set(["resolved", "failed"]);
+// How often a followed round or execution is read again when no pushed event of its
+// execution comes first: soon after the answer, then less often.
+const FOLLOW_FIRST_MS = 500;
+const FOLLOW_LONGEST_MS = 5000;
+
 const $ = (id) => document.getElementById(id);
 const pending = new Map(); // round_id -> PendingElicitationRound (proto JSON)
-let current = null; // {round, fields: [{key, name, schema, required, input, error, read}], ...}
+// The round on the page: {round, fields: [{key, name, schema, required, input, error,
+// read}], formOpen (its form can be answered), answered (this page's answer arrived),
+// frozen (it left pending elsewhere while its form was open)}.
+let current = null;
 let uid = 0;
 
 function el(tag, attrs = {}, ...children) {
@@ -35,6 +48,7 @@ function el(tag, attrs = {}, ...children) {
 
 const statusName = (status) =>
   String(status || "").replace("MANAGED_INPUT_STATUS_", "").toLowerCase();
+const enumName = (value, prefix) => String(value || "").replace(prefix, "").toLowerCase();
 const when = (stamp) => (stamp ? new Date(stamp).toLocaleString() : "");
 
 // -- the live list ----------------------------------------------------------------
@@ -104,11 +118,15 @@ function dispatch(message) {
     const round = data.round_pending;
     pending.set(round.round_id, round);
     renderList();
+    nudge(round.execution_id);
   } else if (message.event === "round_left_pending") {
     const left = data.round_left_pending;
     pending.delete(left.round_id);
     renderList();
     if (current && current.round.round_id === left.round_id) openRound(left.round_id, false);
+    else nudge(left.execution_id);
+  } else if (message.event === "execution_finished") {
+    nudge(data.execution_finished.execution_id);
   } else if (message.event === "stream_error") {
     lastEventId = ""; // a cursor the service cannot read: start over
   }
@@ -157,10 +175,20 @@ function setConnection(state, text) {
   $("connection").textContent = text;
 }
 
-function firstMessage(round) {
-  const first = Object.values(round.requests || {})[0] || {};
-  return (first.form || first.url || {}).message || "";
+const requestMessage = (request) => ((request || {}).form || (request || {}).url || {}).message || "";
+const firstMessage = (round) => requestMessage(Object.values(round.requests || {})[0]);
+
+// What the page calls a round: the server's own question, not its IDs (those are in
+// the details).
+function roundTitle(round) {
+  const requests = Object.values(round.requests || {});
+  const server = round.server || "an MCP server";
+  if (requests.length === 1) return requestMessage(requests[0]) || `Input requested by ${server}`;
+  return `${requests.length} requests from ${server}`;
 }
+
+const operationText = (round) =>
+  `${enumName(round.operation_kind, "OPERATION_KIND_")} ${round.operation_name || ""}`.trim();
 
 function renderList() {
   const list = $("pending");
@@ -205,28 +233,157 @@ async function openRound(roundId, focus = true) {
   }
   const round = body.round;
   const isNew = !current || current.round.round_id !== round.round_id;
-  current = { round, fields: [] };
+  if (isNew) {
+    current = { round, fields: [], formOpen: false, answered: false, frozen: false };
+    followGeneration++; // stop following the round shown before
+    setOutcome("", null);
+  } else {
+    current.round = round;
+  }
   $("round").hidden = false;
-  $("round-heading").textContent = "Round " + round.round_id;
-  renderFacts(round);
-  renderHistory(round);
+  $("round-heading").textContent = roundTitle(round);
+  renderRound(round);
   renderList();
   if (isNew) showNotice("", "");
   const stored = localStorage.getItem(KEY_PREFIX + round.round_id);
   const status = statusName(round.status);
   if (status === "pending") {
-    renderForm(round);
+    // Drawn once: drawing it again would lose what the person typed.
+    if (!current.formOpen) renderForm(round);
   } else {
-    $("answer").hidden = true;
     if (stored && round.responses && round.responses.idempotency_key === stored) {
       // Our answer arrived even if its reply did not: acknowledged now.
       localStorage.removeItem(KEY_PREFIX + round.round_id);
-      showNotice("ok", `Your answer was recorded (status: ${status}).`);
-    } else if (isNew) {
-      showNotice("", `This round is no longer pending (status: ${status}).`);
+      current.answered = true;
+      showNotice("ok", "Your answer was recorded."); // its status, as it moves on, is above
     }
+    if (current.answered) {
+      closeForm();
+    } else if (current.formOpen) {
+      // Cancelled, failed or answered elsewhere while the form was open: say so, and
+      // keep what was typed readable (and copyable) instead of taking it away.
+      if (stored) localStorage.removeItem(KEY_PREFIX + round.round_id); // never sent
+      freezeForm();
+      showNotice("error", missedMessage(round));
+    } else if (!current.frozen) {
+      closeForm();
+      if (isNew) showNotice("", `This round is no longer pending (status: ${status}).`);
+    }
+    follow(round.round_id);
   }
   if (focus) $("round-heading").focus();
+}
+
+function renderRound(round) {
+  $("round-summary").textContent =
+    `${operationText(round)} on ${round.server || "?"} \u00b7 status: ${statusName(round.status)}`;
+  renderFacts(round);
+  renderHistory(round);
+}
+
+function missedMessage(round) {
+  const status = statusName(round.status);
+  const kept = " Your answer was not sent; what you typed stays below, read-only, to copy.";
+  if (status === "failed") {
+    if (round.failure_code === "cancelled") {
+      return "This round was cancelled elsewhere (its execution was cancelled) while you were answering it." + kept;
+    }
+    const why = [round.failure_code, round.failure_message].filter(Boolean).join(": ") || "failed";
+    return `This round failed while you were answering it (${why}).` + kept;
+  }
+  return `Someone else answered this round while you were answering it (status: ${status}).` + kept;
+}
+
+function closeForm() {
+  current.formOpen = false;
+  $("answer").hidden = true;
+}
+
+function freezeForm() {
+  current.formOpen = false;
+  current.frozen = true;
+  for (const input of $("answer").querySelectorAll("input, select, textarea")) {
+    const textual = input.tagName !== "SELECT" && !["checkbox", "radio"].includes(input.type);
+    if (textual) input.readOnly = true;
+    else input.disabled = true;
+  }
+  $("send").hidden = true;
+  $("answer").classList.add("frozen");
+}
+
+// -- following an answered round to its end, and its execution ---------------------
+
+let followGeneration = 0; // a newer follow() ends the loops of older ones
+let wakeFollower = null; // ends the follower's pause early
+
+// A pushed event of the followed execution: read it again now, not at the next tick.
+function nudge(executionId) {
+  if (current && current.round.execution_id === executionId && wakeFollower) wakeFollower();
+}
+
+function pause(ms) {
+  return new Promise((resolve) => {
+    const done = () => {
+      clearTimeout(timer);
+      if (wakeFollower === done) wakeFollower = null;
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    wakeFollower = done;
+  });
+}
+
+async function follow(roundId) {
+  const generation = ++followGeneration;
+  const following = () => generation === followGeneration && current && current.round.round_id === roundId;
+  let wait = FOLLOW_FIRST_MS;
+  while (following()) {
+    try {
+      if (!TERMINAL.has(statusName(current.round.status))) {
+        const reply = await api("/api/rounds/" + encodeURIComponent(roundId));
+        const body = await reply.json();
+        if (!following()) return;
+        if (reply.ok) {
+          current.round = body.round;
+          renderRound(body.round);
+        }
+      }
+      if (TERMINAL.has(statusName(current.round.status)) && (await showOutcome(current.round))) return;
+    } catch {
+      // read again at the next tick
+    }
+    if (!following()) return;
+    await pause(wait);
+    wait = Math.min(wait * 2, FOLLOW_LONGEST_MS);
+  }
+}
+
+// The execution's state under the round; true once it finished.
+async function showOutcome(round) {
+  const reply = await api("/api/executions/" + encodeURIComponent(round.execution_id));
+  const body = await reply.json();
+  if (!reply.ok || !current || current.round.round_id !== round.round_id) return false;
+  const state = body.execution;
+  if (enumName(state.lifecycle, "EXECUTION_STATUS_") === "finished") {
+    const outcome = enumName(state.outcome, "EXECUTION_OUTCOME_");
+    const why = outcome === "failed" ? [state.failure_code, state.failure_message].filter(Boolean).join(": ") : "";
+    setOutcome(outcome === "succeeded" ? "ok" : "error", `The execution finished: ${outcome}${why ? ` (${why})` : ""}.`);
+    return true;
+  }
+  const next = [...pending.values()].find((r) => r.execution_id === round.execution_id && r.round_id !== round.round_id);
+  if (next) {
+    setOutcome("", "The execution asked for more input: ", el("a", { href: "#round=" + encodeURIComponent(next.round_id), text: firstMessage(next) || "the next round" }));
+  } else {
+    setOutcome("", `The execution is ${enumName(state.lifecycle, "EXECUTION_STATUS_").replace(/_/g, " ")}.`);
+  }
+  return false;
+}
+
+function setOutcome(kind, ...children) {
+  const outcome = $("outcome");
+  outcome.dataset.kind = kind;
+  outcome.replaceChildren(...children.filter(Boolean));
+  outcome.hidden = !outcome.textContent;
 }
 
 function renderFacts(round) {
@@ -234,9 +391,11 @@ function renderFacts(round) {
   facts.replaceChildren();
   const rows = [
     ["Status", statusName(round.status)],
-    ["Execution", round.execution_id],
+    ["Round ID", round.round_id],
+    ["Execution ID", round.execution_id],
     ["Server", round.server],
-    ["Operation", `${(round.operation_kind || "").replace("OPERATION_KIND_", "").toLowerCase()} ${round.operation_name || ""}`],
+    ["Operation", operationText(round)],
+    ["Request keys", Object.keys(round.requests || {}).sort().join(", ")],
     ["Round", `${(round.round_index || 0) + 1} of at most ${round.round_limit || "?"}`],
     ["Deadline", round.deadline ? when(round.deadline) : "none"],
   ];
@@ -269,17 +428,26 @@ function renderHistory(round) {
 function renderForm(round) {
   const container = $("requests");
   container.replaceChildren();
+  current.fields = [];
   const keys = Object.keys(round.requests || {}).sort();
-  for (const key of keys) container.append(requestFieldset(key, round.requests[key]));
+  for (const key of keys) container.append(requestFieldset(key, round.requests[key], keys.length > 1));
   $("answer").hidden = false;
+  $("answer").classList.remove("frozen");
+  $("send").hidden = false;
   $("send").textContent = "Send answer";
+  current.formOpen = true;
 }
 
-function requestFieldset(key, request) {
-  const box = el("fieldset", { "data-request-key": key }, el("legend", { text: key }));
+// A request's box leads with the schema's title, else (among several) the server's
+// message; with one request the page's heading is its message already. Its request
+// key is in the round's details.
+function requestFieldset(key, request, several) {
   const mode = request.url ? "url" : "form";
   const body = request.url || request.form || {};
-  box.append(el("p", { class: "message", text: body.message || "" }));
+  const title = mode === "form" ? (body.requested_schema || {}).title : undefined;
+  const legend = title || (several && body.message) || "Your answer";
+  const box = el("fieldset", { "data-request-key": key }, el("legend", { text: legend }));
+  if (several && title && body.message) box.append(el("p", { class: "message", text: body.message }));
   const actions = el("fieldset", { class: "actions" }, el("legend", { text: "Answer" }));
   const name = "action-" + ++uid;
   for (const action of ACTIONS) {
@@ -287,7 +455,7 @@ function requestFieldset(key, request) {
     const input = el("input", { type: "radio", name, id, value: action, checked: action === "accept" });
     input.addEventListener("change", () => toggleContent(box));
     const label = mode === "url" && action === "accept" ? "Accept (consent)" : action[0].toUpperCase() + action.slice(1);
-    actions.append(el("span", {}, input, el("label", { for: id, text: " " + label })));
+    actions.append(el("span", { class: "choice" }, input, el("label", { for: id, text: label })));
   }
   box.append(actions);
   const content = el("div", { class: "content" });
@@ -303,7 +471,8 @@ function requestFieldset(key, request) {
     const field = { key, name: null, consent: true, input: consent, error, read: () => consent.checked };
     consent.addEventListener("change", () => check(field));
     current.fields.push(field);
-    content.append(el("div", { class: "field" }, consent, el("label", { for: id, text: " I consent to this URL request" }), error));
+    const row = el("div", { class: "check" }, consent, el("label", { for: id, text: "I consent to this URL request" }));
+    content.append(el("div", { class: "field" }, row, error));
   } else {
     const schema = body.requested_schema || {};
     const required = schema.required || [];
@@ -353,7 +522,7 @@ function formField(key, name, schema, required) {
       const boxId = "f-" + ++uid;
       const input = el("input", { type: "checkbox", id: boxId, value, checked: (schema.default || []).includes(value) });
       input.addEventListener("change", () => check(field));
-      group.append(el("span", {}, input, el("label", { for: boxId, text: " " + text }), " "));
+      group.append(el("span", { class: "choice" }, input, el("label", { for: boxId, text })));
       return input;
     });
     field.input = group;
@@ -364,7 +533,8 @@ function formField(key, name, schema, required) {
     input.addEventListener("change", () => check(field));
     field.input = input;
     field.read = () => input.checked;
-    wrap.append(...[input, el("label", { for: id }, " ", ...labelChildren), help, error].filter(Boolean));
+    const row = el("div", { class: "check" }, input, el("label", { for: id }, ...labelChildren));
+    wrap.append(...[row, help, error].filter(Boolean));
   } else {
     let input;
     if (options) {
@@ -476,6 +646,7 @@ function idempotencyKey(roundId) {
 
 async function submit(event) {
   event.preventDefault();
+  if (!current || !current.formOpen) return; // left pending meanwhile: nothing to send
   const round = current.round;
   const responses = {};
   const invalid = [];
@@ -528,9 +699,12 @@ async function submit(event) {
   if (reply.ok) {
     localStorage.removeItem(KEY_PREFIX + round.round_id);
     const how = body.replayed ? " It had already been recorded: nothing was answered twice." : "";
-    showNotice("ok", `Answer recorded (status: ${statusName(body.status)}).${how}`);
-    $("answer").hidden = true;
-    await openRound(round.round_id, false);
+    showNotice("ok", `Answer recorded.${how}`); // its status, as it moves on, is above
+    if (current && current.round.round_id === round.round_id) {
+      current.answered = true;
+      closeForm();
+    }
+    await openRound(round.round_id, false); // and follow it to its end
     return;
   }
   showError(body.error || { message: "The answer was refused." });
