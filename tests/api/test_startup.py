@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from m3grpc.storage.schema_version import HEAD_REVISION
 from tests.api.conftest import ROOT, start_server, write_config
 
 
@@ -166,7 +167,7 @@ def test_a_schema_it_cannot_serve_is_refused(tmp_path: Path) -> None:
     line = refused("--config", str(config), "--listen", "127.0.0.1:0")
     assert line == (
         f"m3grpc: database {database}: schema at revision 9999, unknown to this version "
-        "of M3 (head 0002): a newer M3 wrote it; run that version"
+        f"of M3 (head {HEAD_REVISION}): a newer M3 wrote it; run that version"
     )
     with sqlite3.connect(database) as conn:
         tables = {
@@ -180,4 +181,4 @@ def test_a_schema_it_cannot_serve_is_refused(tmp_path: Path) -> None:
     config = write_config(tmp_path / "partial.toml", partial)
     line = refused("--config", str(config), "--listen", "127.0.0.1:0")
     assert line.startswith(f"m3grpc: database {partial}: schema unversioned: "), line
-    assert "differ from revision 0002" in line, line
+    assert f"differ from revision {HEAD_REVISION}" in line, line

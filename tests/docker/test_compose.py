@@ -17,6 +17,7 @@ import sqlalchemy as sa
 import yaml
 
 from m3grpc.api.config import ServiceConfig
+from m3grpc.storage.schema_version import HEAD_REVISION
 from tests.docker.conftest import ROOT, EntrypointServer, entrypoint_env, run_entrypoint
 from tests.storage.conftest import POSTGRES_URL
 from tests.storage.conftest import postgres_database as fresh_postgres_database
@@ -73,7 +74,7 @@ def test_the_compose_configuration_runs_two_replicas(
         *SERVICES["migrate"]["command"], env=entrypoint_env(tmp_path / "migrate", **environment)
     )
     assert migrated.returncode == 0, migrated.stderr
-    assert "-> schema at revision 0002 (current)" in migrated.stdout
+    assert f"-> schema at revision {HEAD_REVISION} (current)" in migrated.stdout
 
     servers = []
     try:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from m3grpc.devtools.serve_process import SERVE_COMMAND
+from m3grpc.storage.schema_version import HEAD_REVISION
 from tests.docker.conftest import EXAMPLES, EntrypointServer, entrypoint_env, run_entrypoint
 
 ADDRESS = {"street": "1 Main Street", "city": "Pune"}
@@ -51,10 +52,12 @@ def test_without_a_config_it_writes_one_and_serves_a_round(tmp_path: Path) -> No
     log = (tmp_path / "server.log").read_text()
     # M3_LOG_LEVEL defaults to info: serve logged the check-config summary.
     assert f"config check: ok    config: {written}" in log, log
-    assert "config check: ok    database: " in log and "revision 0002" in log, log
+    assert "config check: ok    database: " in log and f"revision {HEAD_REVISION}" in log, log
     assert "config check: ok    server shipping (stdio): " in log, log
     with sqlite3.connect(database) as conn:
-        assert conn.execute("SELECT version_num FROM m3_schema_version").fetchall() == [("0002",)]
+        assert conn.execute("SELECT version_num FROM m3_schema_version").fetchall() == [
+            (HEAD_REVISION,)
+        ]
 
 
 def first_round(address: str) -> dict[str, Any]:
@@ -100,11 +103,14 @@ def test_a_config_in_the_environment_and_the_operator_commands(tmp_path: Path) -
     )
     upgraded = run_entrypoint("db", "upgrade", env=env)
     assert upgraded.returncode == 0, upgraded.stderr
-    assert "schema empty" in upgraded.stdout and "revision 0002 (current)" in upgraded.stdout
+    assert (
+        "schema empty" in upgraded.stdout
+        and f"revision {HEAD_REVISION} (current)" in upgraded.stdout
+    )
     checked = run_entrypoint("check-config", env=env)
     assert checked.returncode == 0, checked.stdout + checked.stderr
     assert "pool_size 2" in checked.stdout
-    assert "schema at revision 0002 (current)" in checked.stdout
+    assert f"schema at revision {HEAD_REVISION} (current)" in checked.stdout
     assert checked.stdout.splitlines()[-1] == "configuration OK"
     # Anything else runs as given, with M3_CONFIG naming the written file.
     shown = run_entrypoint("sh", "-c", 'cat "$M3_CONFIG"', env=env)

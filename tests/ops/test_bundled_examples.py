@@ -124,7 +124,7 @@ def test_an_interpreter_without_the_servers_packages_is_an_error_and_a_short_log
     checked = check_config("examples/m3.toml", workdir, env)
     assert checked.returncode == 1, checked.stdout + checked.stderr
     assert (
-        f"error server shipping (stdio): {bare_python} cannot import mcp_types, mcp, pydantic "
+        f"error server shipping (stdio): {bare_python} cannot import mcp, pydantic "
         "(imported by examples/shipping_server.py): install them into that interpreter, "
         "or name one that has them as the binding's command"
     ) in checked.stdout.splitlines(), checked.stdout

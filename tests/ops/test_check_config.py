@@ -8,6 +8,7 @@ import sqlite3
 import sys
 from pathlib import Path
 
+from m3grpc.storage.schema_version import HEAD_REVISION
 from tests.ops.conftest import m3grpc
 
 
@@ -74,7 +75,7 @@ url = "http://127.0.0.1:99999/mcp"
     errors = [line for line in done.stdout.splitlines() if line.startswith("error ")]
     assert errors == [
         f"error database: {database}: schema at revision 9999, unknown to this version of M3 "
-        "(head 0002): a newer M3 wrote it; run that version",
+        f"(head {HEAD_REVISION}): a newer M3 wrote it; run that version",
         "error server missing (stdio): command 'no-such-command-m3grpc' not found on PATH",
         "error server not_executable (stdio): command ./README.md is not an executable file",
         f"error server no_cwd (stdio): cwd {tmp_path / 'absent'} is not a directory",

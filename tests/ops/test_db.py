@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from m3grpc.storage.schema_version import HEAD_REVISION
 from tests.ops.conftest import m3grpc
 from tests.storage.conftest import BACKENDS, backend_database
 
@@ -26,13 +27,13 @@ def test_upgrade_then_status(database: str) -> None:
     done = m3grpc("db", "upgrade", "--database", database)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().endswith(
-        "schema empty (revision 0002 is created on first start) "
-        "-> schema at revision 0002 (current)"
+        f"schema empty (revision {HEAD_REVISION} is created on first start) "
+        f"-> schema at revision {HEAD_REVISION} (current)"
     ), done.stdout
     again = m3grpc("db", "upgrade", "--database", database)
     assert again.returncode == 0 and again.stdout.strip().endswith("; nothing to do"), again
     after = m3grpc("db", "status", "--database", database)
-    assert after.returncode == 0 and "schema at revision 0002 (current)" in after.stdout
+    assert after.returncode == 0 and f"schema at revision {HEAD_REVISION} (current)" in after.stdout
 
 
 def test_the_database_comes_from_the_config(tmp_path: Path) -> None:

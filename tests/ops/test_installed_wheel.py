@@ -10,6 +10,7 @@ import venv
 import zipfile
 from pathlib import Path
 
+from m3grpc.storage.schema_version import HEAD_REVISION
 from tests.support.locks import PYTHON_BUILD, exclusive
 from tests.support.wheel import ROOT, build_wheel, run_installed
 
@@ -33,7 +34,7 @@ def test_db_upgrade_from_an_installed_wheel(tmp_path: Path) -> None:
     assert location.strip().startswith(str(tmp_path / "venv")), location
     database = tmp_path / "m3.sqlite"
     out = _run(bin_dir / "m3grpc", "db", "upgrade", "--database", database, cwd=tmp_path)
-    assert out.strip().endswith("-> schema at revision 0002 (current)"), out
+    assert out.strip().endswith(f"-> schema at revision {HEAD_REVISION} (current)"), out
     assert not list(tmp_path.rglob("alembic.ini"))
 
 
