@@ -133,7 +133,7 @@ def test_an_interpreter_without_the_servers_packages_is_an_error_and_a_short_log
     with example_service(workdir, env, log) as handle:
         result = handle.result(timeout=120)
     assert result.failure_code == "server_unavailable", result
-    assert "No module named 'mcp_types'" in (result.failure_message or "")
+    assert "No module named 'mcp'" in (result.failure_message or "")
     lines = log.read_text().splitlines()
     # The server's own stderr (its four-line traceback), then one line of M3's.
     connect = [line for line in lines if "cannot connect to MCP server 'shipping'" in line]
