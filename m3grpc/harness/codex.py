@@ -24,7 +24,7 @@ Codex's server-to-client requests are answered here:
 
 Codex 0.171 rejects a form schema with a top-level `title` and answers
 `cancel` to the server itself, without forwarding the request: such an
-elicitation never reaches M3 (see the README).
+elicitation never reaches M3 (see docs/guides/harnesses/codex.md).
 
 Lifecycle: the process runs in its own process group (its MCP server
 children with it) and is stopped, and the temporary home removed, when `run`
