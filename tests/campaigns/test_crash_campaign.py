@@ -7,7 +7,7 @@ Its invariants: every acknowledged Respond survives with its content and a final
 status, every orphaned round fails closed (a resumable one is released instead),
 no round is pending twice, no execution is left non-terminal once recovery ran,
 and WatchPending resumed by cursor loses no event. The full campaign's command
-and figures are in docs/how-it-works/crash-campaign.md.
+and figures are in docs/how-it-works/crash-campaign.md ("Crash campaign").
 """
 
 from __future__ import annotations
