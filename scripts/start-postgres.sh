@@ -43,7 +43,10 @@ init_cluster() {
   mkdir -p "$PGDATA"
   chmod 0700 "$PGDATA"
   if [ "$(id -u)" = 0 ]; then chown postgres "$PGDATA"; fi
-  "${RUNAS[@]}" "$PGBIN/initdb" -D "$PGDATA" -U m3 --auth=trust --no-sync >/dev/null
+  # UTF8 whatever the caller's locale: with LANG unset (sudo, a minimal container)
+  # initdb would pick SQL_ASCII, and psycopg then returns bytes for every string.
+  "${RUNAS[@]}" "$PGBIN/initdb" -D "$PGDATA" -U m3 --auth=trust --no-sync \
+    --encoding=UTF8 --locale=C >/dev/null
 }
 
 start_server() {
