@@ -5,7 +5,8 @@ and range, and in how many runs it met its target.
 
 One run's phase from submit swings by a third on a shared 2-core machine, so a claim about a
 target rests on several runs of the same code, each figure a ratio to a peer (or a limit)
-measured in that same run. For example, six runs of the figures the README reports:
+measured in that same run. For example, six runs of the figures
+docs/how-it-works/performance.md reports:
 
     for i in 1 2 3 4 5 6; do
       python bench/compare.py --systems m3-grpc-mrtr,m3-grpc-legacy,langgraph,dbos \\

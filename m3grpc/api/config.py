@@ -528,7 +528,7 @@ def exposure_problem(config: ServiceConfig, address: str, inbox_address: str | N
     if missing:
         return (
             f"refusing to serve on {address} without {' and '.join(missing)}: configure "
-            "[tls] and [auth] (see the README's Security section), listen on 127.0.0.1, "
+            "[tls] and [auth] (see docs/guides/security.md), listen on 127.0.0.1, "
             "or set allow_insecure = true"
         )
     return None

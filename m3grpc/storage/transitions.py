@@ -20,7 +20,7 @@ package changes a round or finishes an execution:
   execution's cancel, recovery), which fails the execution's open rounds by the
   `finish_execution` round rule in the same transaction.
 
-README.md ("How a round moves") shows the same tables; tests/storage/test_transitions.py
+docs/how-it-works/state-machine.md shows the same tables; tests/storage/test_transitions.py
 compares them row by row and walks every round rule from every state against a
 real store.
 """

@@ -327,7 +327,8 @@ def test_serve_refuses_stored_answers_it_cannot_decrypt(tmp_path: Path) -> None:
     )
     store.close()
     config = tmp_path / "m3.toml"
-    config.write_text(f"database = {json.dumps(str(database))}\n")
+    # Any free port: the default one may be another program's (a user's own service).
+    config.write_text(f'database = {json.dumps(str(database))}\nlisten = "127.0.0.1:0"\n')
     env = {k: v for k, v in os.environ.items() if k != "M3_ENCRYPTION_KEYS"}
     other = base64.b64encode(os.urandom(32)).decode()
     for keys, expected in (

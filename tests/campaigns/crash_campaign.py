@@ -13,9 +13,9 @@ Setup: one real MCP server over Streamable HTTP (tests/mcp_servers/crash_target.
 which outlives the killed services) behind two bindings: `crash_held`, a legacy
 `elicitation/create` held open (its round fails closed when its service dies), and
 `crash_resumable`, a 2026-07-28 round pinned to that protocol (released and taken
-over, per the README's "Resumable rounds"). SQLite: one service, restarted after
-each kill. PostgreSQL: two replicas; a random one is killed, the other recovers
-its work, then the killed one is started again.
+over, per "Resumable rounds" in docs/how-it-works/state-machine.md). SQLite: one
+service, restarted after each kill. PostgreSQL: two replicas; a random one is killed,
+the other recovers its work, then the killed one is started again.
 
 Each of the `kills` steps keeps `executions` executions paused (PENDING rounds),
 picks a kill point (each point once per three kills, in an order a seeded RNG

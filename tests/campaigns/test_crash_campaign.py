@@ -7,7 +7,7 @@ Its invariants: every acknowledged Respond survives with its content and a final
 status, every orphaned round fails closed (a resumable one is released instead),
 no round is pending twice, no execution is left non-terminal once recovery ran,
 and WatchPending resumed by cursor loses no event. The full campaign's command
-and figures are in the README ("Crash campaign").
+and figures are in docs/how-it-works/crash-campaign.md ("Crash campaign").
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ def test_crash_campaign_keeps_every_invariant(
     backend: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # A lease above the 3 s of the full runs: a stall past it is a fence by design
-    # (see the README), and CI machines are shared.
+    # (see docs/how-it-works/crash-campaign.md), and CI machines are shared.
     argv = ["--backend", backend, "--executions", "20", "--kills", "3", "--lease-seconds", "5"]
     argv += ["--workdir", str(tmp_path)]
     code = main(argv)

@@ -1,5 +1,6 @@
 """Docs that run: every code block of the READMEs (README.md, clients/typescript/README.md,
-clients/go/README.md) runs as written, against a live `m3grpc serve` where it needs one.
+clients/go/README.md) and of the documentation site's pages (docs/**/*.md) runs as
+written, against a live `m3grpc serve` where it needs one.
 
 Each block is named by its document, its heading and its language (`BLOCK_KEY`), and is
 either run here (`RUNS`), run by another test named in `RUN_ELSEWHERE`, or skipped with
@@ -12,10 +13,11 @@ How blocks run: Python with this interpreter (`python -c`), shell with `bash -e`
 working directory whose entries link to the repository's top level (so relative paths
 resolve as from the repository root while what a block writes stays in a tmp directory),
 `m3grpc` on PATH running this checkout, and `M3_SERVER` set to the live service (which
-runs examples/m3.toml on a free port). The only edits: a literal 127.0.0.1:50051 (the
-default address) becomes the live service's address, and a block that starts `m3grpc
-serve` listens on a free port (`--listen 127.0.0.1:0`, metrics on port 0) and is stopped
-with SIGTERM once it is ready.
+runs examples/m3.toml on a free port, with its web inbox on another). The only edits: a
+literal 127.0.0.1:50051 (the default address) becomes the live service's address,
+`.venv/bin/m3grpc` (the README's virtual environment) becomes the `m3grpc` on PATH, and a
+block that starts `m3grpc serve` listens on free ports (`--listen 127.0.0.1:0`, metrics
+and inbox on port 0) and is stopped with SIGTERM once it is ready.
 """
 
 from __future__ import annotations
@@ -38,14 +40,19 @@ import pytest
 
 from m3grpc.devtools.serve_process import READY_PREFIX, ServeProcess
 from tests.api.conftest import BOOKED, ROOT
+from tests.api.inbox_support import InboxClient
 from tests.storage.conftest import POSTGRES_URL, postgres_database
 from tests.support.locks import TYPESCRIPT_DIST, exclusive
 
-DOCUMENTS = ("README.md", "clients/typescript/README.md", "clients/go/README.md")
+READMES = ("README.md", "clients/typescript/README.md", "clients/go/README.md")
+# The site's pages (the client pages include the clients' READMEs, read above).
+DOCUMENTS = (*READMES, *sorted(p.relative_to(ROOT).as_posix() for p in ROOT.glob("docs/**/*.md")))
 CODE_LANGUAGES = {"python", "bash", "sh", "shell", "ts", "typescript", "js", "go"}
 NOT_CODE = {"text", "", "mermaid"}  # a transcript, output, a diagram (test_generated_docs)
 CONFIG = {"toml"}  # config file fragments: each must load as a valid configuration
 DEFAULT_ADDRESS = "127.0.0.1:50051"
+VENV_M3GRPC = ".venv/bin/m3grpc"  # the README's commands run it from its virtual environment
+ADDRESS = {"street": "1 Main Street", "city": "Pune"}
 FENCE = re.compile(r"^```(\S*)\s*$")
 
 
@@ -98,13 +105,15 @@ def block(key: str) -> Block:
 
 @pytest.fixture(scope="session")
 def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeProcess]:
-    """`m3grpc serve --config examples/m3.toml`, its database moved to a tmp directory."""
+    """`m3grpc serve --config examples/m3.toml` with its web inbox, its database moved to
+    a tmp directory."""
     tmp = tmp_path_factory.mktemp("docs-service")
     config = (ROOT / "examples" / "m3.toml").read_text()
     config = config.replace('database = "m3.sqlite"', f'database = "{tmp / "m3.sqlite"}"', 1)
     assert str(tmp) in config
     (tmp / "m3.toml").write_text(config)
-    server = ServeProcess(tmp / "m3.toml", log=tmp / "server.log").start()
+    inbox = ("--inbox-listen", "127.0.0.1:0")
+    server = ServeProcess(tmp / "m3.toml", log=tmp / "server.log", args=inbox).start()
     try:
         yield server
     finally:
@@ -130,7 +139,7 @@ class Context:
         return done.stdout
 
     def bash(self, code: str, *, timeout: float = 900) -> str:
-        code = code.replace(DEFAULT_ADDRESS, self.service.address)
+        code = code.replace(DEFAULT_ADDRESS, self.service.address).replace(VENV_M3GRPC, "m3grpc")
         return self.run(["bash", "-e", "-c", code], timeout=timeout)
 
 
@@ -164,22 +173,20 @@ def _python(key: str, context: Context) -> str:
 
 
 def embedded_python(context: Context) -> None:
-    out = _python("README.md > The Python API (embedded) > python[0]", context)
+    out = _python("docs/guides/embedded-kit.md > A first program > python[0]", context)
     assert out.splitlines() == [f"response_validated succeeded {BOOKED}"]
     assert (context.workdir / "executions.sqlite").is_file()
 
 
 def remote_python(context: Context) -> None:
-    out = _python("README.md > Python remote client > python[0]", context)
+    out = _python("docs/guides/clients/python.md > Use > python[0]", context)
     assert out.splitlines() == [
         "Where should the shipment go?",
         f"response_validated succeeded {BOOKED}",
     ]
 
 
-def cli_session(context: Context) -> None:
-    session = block("README.md > The command line: remote verbs > bash[0]").code
-    out = context.bash(session)
+def _check_session(out: str) -> None:
     assert "request shipping_address (form): Where should the shipment go?" in out
     assert "response_validated" in out
     assert "outcome    succeeded" in out
@@ -187,9 +194,63 @@ def cli_session(context: Context) -> None:
     assert "resolved" in out  # rounds list
 
 
+def cli_session(context: Context) -> None:
+    _check_session(context.bash(block("docs/guides/cli.md > A session > bash[0]").code))
+
+
+def tour_cli(context: Context) -> None:
+    _check_session(context.bash(block("README.md > A five-minute tour > bash[1]").code))
+
+
+def tour_inbox(context: Context) -> None:
+    """The tour's inbox step: the block submits and waits for the result while the
+    round is answered through the inbox's own endpoints, as its page sends answers."""
+    inbox = InboxClient(context.service.inbox_url)
+    before = {listed["round_id"] for listed in inbox.get("/api/rounds")[1]["rounds"]}
+    code = block("README.md > A five-minute tour > bash[2]").code
+    process = subprocess.Popen(
+        ["bash", "-e", "-c", code.replace(DEFAULT_ADDRESS, context.service.address)],
+        cwd=context.workdir,
+        env=context.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        for _ in range(1200):
+            new = [r for r in inbox.get("/api/rounds")[1]["rounds"] if r["round_id"] not in before]
+            if new or process.poll() is not None:
+                break
+            threading.Event().wait(0.1)
+        assert new, "no round appeared in the inbox"
+        accept = {"action": "ELICITATION_ACTION_ACCEPT", "content": ADDRESS}
+        answer = {"idempotency_key": "tour", "responses": {"shipping_address": accept}}
+        status, body = inbox.respond(new[0]["round_id"], answer)
+        assert status == 200, body
+        out, err = process.communicate(timeout=300)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert process.returncode == 0, out + err
+    assert "outcome    succeeded" in out and BOOKED in out
+
+
+def tour_serve(context: Context) -> None:
+    printed = serve("README.md > A five-minute tour > bash[0]", context)
+    assert "m3grpc inbox on http://127.0.0.1:" in printed
+
+
+def bindings(context: Context) -> None:
+    out = _python("README.md > Bind your own MCP server > python[0]", context)
+    assert out.splitlines() == [f"old succeeded {BOOKED}", f"new succeeded {BOOKED}"]
+
+
 def operating_commands(context: Context) -> None:
     out = context.bash(
-        block("README.md > Operating it: check-config, db upgrade, health > bash[0]").code
+        block(
+            "docs/guides/operating/checks-and-migrations.md > check-config, db, health > bash[0]"
+        ).code
     )
     assert "configuration OK" in out
     assert "schema at revision" in out
@@ -203,7 +264,7 @@ def serving(code: str, context: Context) -> Iterator[tuple[str, str]]:
     what it printed and its address, then stop it with SIGTERM (a clean exit)."""
     # A block's own --listen (the replicas' 50051 and 50052) is replaced too: a fixed
     # port can be taken on a busy CI host, and the last --listen given wins.
-    code = re.sub(r"(?<![\w-])--listen \S+", "", code)
+    code = re.sub(r"(?<![\w-])--listen \S+", "", code).replace(VENV_M3GRPC, "m3grpc")
     code = re.sub(r"\bserve\b", "serve --listen 127.0.0.1:0", code, count=1)
     code = re.sub(r"--metrics-listen \S+", "--metrics-listen 127.0.0.1:0", code)
     code = re.sub(r"--inbox-listen \S+", "--inbox-listen 127.0.0.1:0", code)
@@ -257,7 +318,7 @@ def replicas(context: Context) -> None:
     other."""
     if POSTGRES_URL is None:
         pytest.skip("M3_TEST_POSTGRES_URL not set")
-    code = block("README.md > Run N replicas on PostgreSQL > bash[0]").code
+    code = block("docs/guides/replicas.md > PostgreSQL replicas > bash[0]").code
     with contextlib.contextmanager(postgres_database)() as url:
         documented = "postgresql+psycopg://m3@127.0.0.1:5432/m3"
         assert documented in code
@@ -283,19 +344,21 @@ def replicas(context: Context) -> None:
 
 
 def serve_example(context: Context) -> None:
-    serve("README.md > The gRPC service > bash[0]", context)
+    serve("docs/guides/grpc-service.md > The gRPC service > bash[0]", context)
     assert (context.workdir / "m3.sqlite").is_file()  # examples/m3.toml's relative database
 
 
 def serve_observed(context: Context) -> None:
     assert "m3grpc metrics on http://127.0.0.1:" in serve(
-        "README.md > Operating: logs, metrics, health > bash[0]", context
+        "docs/guides/operating/observability.md > Logs, metrics, health and traces > bash[0]",
+        context,
     )
 
 
 def serve_inbox(context: Context) -> None:
     assert "m3grpc inbox on http://127.0.0.1:" in serve(
-        "README.md > Answering rounds in a browser: the web inbox > bash[0]", context
+        "docs/guides/inbox.md > The web inbox: answering rounds in a browser > bash[0]",
+        context,
     )
 
 
@@ -338,21 +401,29 @@ def typescript_dependency(context: Context) -> None:
 
 
 def encryption_keys(context: Context) -> None:
-    out = context.bash(block("README.md > Encryption at rest > bash[0]").code)
+    out = context.bash(block("docs/guides/security.md > Encryption at rest > bash[0]").code)
     assert "ok    encryption: answers sealed with key '2026-11'" in out
     assert "0 responses re-encrypted with key '2026-12'" in out
 
 
 RUNS: dict[str, Callable[[Context], None]] = {
-    "README.md > The Python API (embedded) > python[0]": embedded_python,
-    "README.md > The gRPC service > bash[0]": serve_example,
-    "README.md > Operating it: check-config, db upgrade, health > bash[0]": operating_commands,
-    "README.md > Operating: logs, metrics, health > bash[0]": serve_observed,
-    "README.md > Run N replicas on PostgreSQL > bash[0]": replicas,
-    "README.md > Answering rounds in a browser: the web inbox > bash[0]": serve_inbox,
-    "README.md > Python remote client > python[0]": remote_python,
-    "README.md > Encryption at rest > bash[0]": encryption_keys,
-    "README.md > The command line: remote verbs > bash[0]": cli_session,
+    "README.md > A five-minute tour > bash[0]": tour_serve,
+    "README.md > A five-minute tour > bash[1]": tour_cli,
+    "README.md > A five-minute tour > bash[2]": tour_inbox,
+    "README.md > Bind your own MCP server > python[0]": bindings,
+    "docs/guides/embedded-kit.md > A first program > python[0]": embedded_python,
+    "docs/guides/grpc-service.md > The gRPC service > bash[0]": serve_example,
+    "docs/guides/operating/checks-and-migrations.md > check-config, db, health > bash[0]": (
+        operating_commands
+    ),
+    "docs/guides/operating/observability.md > Logs, metrics, health and traces > bash[0]": (
+        serve_observed
+    ),
+    "docs/guides/replicas.md > PostgreSQL replicas > bash[0]": replicas,
+    "docs/guides/inbox.md > The web inbox: answering rounds in a browser > bash[0]": serve_inbox,
+    "docs/guides/clients/python.md > Use > python[0]": remote_python,
+    "docs/guides/security.md > Encryption at rest > bash[0]": encryption_keys,
+    "docs/guides/cli.md > A session > bash[0]": cli_session,
     "clients/typescript/README.md > Depend on it from another project > bash[0]": (
         typescript_dependency
     ),
@@ -369,11 +440,13 @@ RUN_ELSEWHERE: dict[str, str] = {
     "clients/go/README.md > Errors > go[0]": "tests/dependents/test_go_module.py",
     # The full campaign runs for tens of minutes; the test runs the same command
     # line with 20 executions and 3 kills per backend.
-    "README.md > Crash campaign > bash[0]": "tests/campaigns/test_crash_campaign.py",
+    "docs/how-it-works/crash-campaign.md > Crash campaign > bash[0]": (
+        "tests/campaigns/test_crash_campaign.py"
+    ),
 }
 
 SKIPS: dict[str, str] = {
-    "README.md > Security: TLS, tokens, tenant isolation > python[0]": (
+    "docs/guides/security.md > Calling a secured service > python[0]": (
         "needs a TLS service, certificate files and a token; tests/api/test_auth.py makes "
         "those (tests/support/certs.py) and calls the kit with TlsOptions and a token"
     ),
@@ -387,7 +460,11 @@ SKIPS: dict[str, str] = {
         "scripts/test.sh, the command that runs this test; tests/test_demo.py runs the demo "
         "of the first line and pins the line itself"
     ),
-    "README.md > Run it in a container > bash[0]": (
+    "docs/guides/clients/python.md > Install > bash[0]": (
+        "a placeholder path; tests/api/test_client_install.py builds this checkout's wheel, "
+        "installs it without extras into a fresh virtual environment and runs the client"
+    ),
+    "docs/guides/operating/container.md > Run it in a container > bash[0]": (
         "docker cannot run on this project's machines; tests/docker runs the image's "
         "entrypoint and the compose configuration, scripts/lint-container.sh lints the files"
     ),
@@ -433,7 +510,7 @@ def test_the_block_runs_as_written(key: str, context: Context) -> None:
 )
 def test_the_config_fragment_is_a_valid_configuration(key: str, tmp_path: Path) -> None:
     if key == "none":
-        pytest.skip("no TOML fragments in the READMEs")
+        pytest.skip("no TOML fragments in the documents")
     from m3grpc.api.config import load_config
 
     path = tmp_path / "fragment.toml"

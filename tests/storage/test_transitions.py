@@ -1,5 +1,6 @@
-"""The transition tables of m3grpc/storage/transitions.py: README.md shows the same
-rows, and a real store makes exactly the moves they allow, from every state.
+"""The transition tables of m3grpc/storage/transitions.py: the state machine's page
+(docs/how-it-works/state-machine.md) shows the same rows, and a real store makes exactly
+the moves they allow, from every state.
 """
 
 from __future__ import annotations
@@ -32,14 +33,14 @@ from m3grpc.types import (
 from tests.storage.conftest import ManualClock, make_round
 
 S = ManagedInputStatus
-README = Path(__file__).resolve().parents[2] / "README.md"
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "how-it-works" / "state-machine.md"
 ANSWER = {"shipping_address": ElicitationResponse(action="decline")}
 LEASE = timedelta(seconds=30)
 
 
-def readme_tables() -> list[list[tuple[str, str, str]]]:
-    """The (transition, method, who) rows of each table under "How a round moves"."""
-    section = README.read_text().split("## How a round moves", 1)[1].split("\n## ", 1)[0]
+def page_tables() -> list[list[tuple[str, str, str]]]:
+    """The (transition, method, who) rows of each table of the state machine's page."""
+    section = PAGE.read_text()
     tables: list[list[tuple[str, str, str]]] = []
     current: list[tuple[str, str, str]] | None = None
     for line in section.splitlines():
@@ -76,8 +77,8 @@ def as_rows(rules: tuple[Rule[Any], ...]) -> list[tuple[str, frozenset[Any], Any
     return [(r.method, r.from_states, r.to_state, r.actor) for r in rules]
 
 
-def test_readme_tables_are_the_code_tables() -> None:
-    round_table, execution_table = readme_tables()
+def test_the_pages_tables_are_the_code_tables() -> None:
+    round_table, execution_table = page_tables()
     assert [parse_row(*row, S, OPEN_ROUND_STATES) for row in round_table] == as_rows(ROUND_RULES)
     open_executions = frozenset(s for s in ExecutionStatus if s is not ExecutionStatus.FINISHED)
     assert [

@@ -1,6 +1,7 @@
-"""The README's CLI reference is the CLI's: the exit-code table is the one
-m3grpc/cli_remote/exits.py documents, the default address the service's. (The
-README's code blocks, the CLI session included, run in tests/docs/test_snippets.py.)"""
+"""The documented CLI is the CLI: the exit-code table of the command line's page
+(docs/guides/cli.md) is the one m3grpc/cli_remote/exits.py documents, the default
+address the service's, and the verbs the page lists are the parser's. (The code blocks,
+the README's tour and the page's session included, run in tests/docs/test_snippets.py.)"""
 
 from __future__ import annotations
 
@@ -9,11 +10,11 @@ import re
 from m3grpc.cli_remote import exits, parser
 from tests.api.conftest import ROOT
 
-README = (ROOT / "README.md").read_text()
+PAGE = (ROOT / "docs" / "guides" / "cli.md").read_text()
 
 
 def _section(heading: str) -> str:
-    return README.split(heading, 1)[1].split("\n### ", 1)[0].split("\n## ", 1)[0]
+    return PAGE.split(heading + "\n", 1)[1].split("\n## ", 1)[0]
 
 
 def test_the_exit_code_table_is_the_documented_one() -> None:
@@ -22,7 +23,7 @@ def test_the_exit_code_table_is_the_documented_one() -> None:
 
     documented = rows(exits.__doc__ or "")
     assert documented, "exits.py documents no exit codes"
-    assert rows(_section("### The command line: remote verbs")) == documented
+    assert rows(_section("## Exit codes")) == documented
     codes = {int(line.split("|")[1]) for line in documented}
     constants = {
         value
@@ -42,3 +43,16 @@ def test_watch_kinds_are_the_clients_event_kinds() -> None:
     from m3grpc.wire.events import WATCH_EVENT_CLASSES
 
     assert tuple(WATCH_EVENT_CLASSES) == parser.WATCH_KINDS
+
+
+def test_the_verb_table_lists_every_verb() -> None:
+    import argparse
+
+    commands = argparse.ArgumentParser().add_subparsers()
+    parser.add_commands(commands)
+    documented = {
+        line.split("`")[1].split()[0]
+        for line in _section("## The verbs").splitlines()
+        if line.startswith("| `")
+    }
+    assert documented == set(commands.choices)
