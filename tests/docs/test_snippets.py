@@ -48,7 +48,7 @@ READMES = ("README.md", "clients/typescript/README.md", "clients/go/README.md")
 # The site's pages (the client pages include the clients' READMEs, read above).
 DOCUMENTS = (*READMES, *sorted(p.relative_to(ROOT).as_posix() for p in ROOT.glob("docs/**/*.md")))
 CODE_LANGUAGES = {"python", "bash", "sh", "shell", "ts", "typescript", "js", "go"}
-NOT_CODE = {"text", "", "mermaid"}  # a transcript, output, a diagram (test_generated_docs)
+NOT_CODE = {"text", "", "mermaid", "json"}  # a transcript, output, a diagram, a message
 CONFIG = {"toml"}  # config file fragments: each must load as a valid configuration
 DEFAULT_ADDRESS = "127.0.0.1:50051"
 VENV_M3GRPC = ".venv/bin/m3grpc"  # the README's commands run it from its virtual environment
@@ -432,6 +432,10 @@ RUNS: dict[str, Callable[[Context], None]] = {
 }
 
 RUN_ELSEWHERE: dict[str, str] = {
+    # The documentation's first program with "claude-code" and a Claude model id, as
+    # this fragment shows it, embedded and over gRPC.
+    "docs/guides/harnesses/claude-code.md > The `claude-code` harness: Anthropic's Claude "
+    "Code CLI > python[0]": "tests/harness/test_documented_program.py",
     "clients/go/README.md > Use it from another module > bash[0]": (
         "tests/dependents/test_go_module.py"
     ),
@@ -446,6 +450,11 @@ RUN_ELSEWHERE: dict[str, str] = {
 }
 
 SKIPS: dict[str, str] = {
+    "docs/guides/harnesses/claude-code-notes.md > How the runs were made > sh[0]": (
+        "the notes' probe runs, made by hand to recheck each fact on a new CLI (each prints "
+        "a whole protocol exchange); tests/harness/test_claude_code_host.py and the harness "
+        "matrix drive the same CLI through the same host in the suite"
+    ),
     "docs/guides/security.md > Calling a secured service > python[0]": (
         "needs a TLS service, certificate files and a token; tests/api/test_auth.py makes "
         "those (tests/support/certs.py) and calls the kit with TlsOptions and a token"

@@ -1,9 +1,10 @@
-"""The product documentation's first program, run as written (tests/harness/
-run_documented_program.py runs its text, documented_program.txt, with only `shipping_server`
-and M3_DOCS_CODEX_MODEL supplied, as the documentation says the application does):
+"""The product documentation's first program, run as written: run_documented_program.py runs
+its text (documented_program.txt) with only `shipping_server` and M3_DOCS_CODEX_MODEL
+supplied, as the documentation says the application does:
 
 - with the codex harness, and with `"harness": "claude-code"` and a Claude model id in place
-  of the codex pair;
+  of the codex pair (docs/guides/harnesses/claude-code.md's fragment under
+  "The `claude-code` harness: Anthropic's Claude Code CLI");
 - embedded (the program's own MCPTestKit) and over gRPC (the same text with the kit built
   by RemoteMCPTestKit against `m3grpc serve`, the seed program's only change).
 
