@@ -92,7 +92,9 @@ def add_commands(commands: Any) -> None:
     submit.add_argument("--binding", help="the server binding to run against (the spec's server)")
     submit.add_argument("--prompt", help="the agent's prompt (overrides the spec's)")
     submit.add_argument("--tool", action="append", help="a selected tool SERVER:TOOL (repeatable)")
-    submit.add_argument("--harness", help="the agent harness (default: scripted)")
+    submit.add_argument(
+        "--harness", help="the agent harness: scripted (default), codex or claude-code"
+    )
     submit.add_argument("--model", action="append", help="a model for the harness (repeatable)")
     submit.add_argument(
         "--human-input",
