@@ -20,7 +20,9 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-from collections.abc import Mapping
+import os
+import shutil
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +30,7 @@ from m3grpc.errors import M3Error
 from m3grpc.harness.base import (
     PERMISSION_DENIED,
     TOOL_NOT_SELECTED,
+    HarnessOutcome,
     HarnessTask,
     InputResolver,
     OperationRef,
@@ -45,7 +48,22 @@ from m3grpc.types import ElicitationResponse, NativePrompt, OperationResult
 
 logger = logging.getLogger(__name__)
 
+# Failure codes of the agent harnesses (besides those in m3grpc.harness.base).
+AGENT_FAILED = "agent_failed"
+AGENT_UNAVAILABLE = "agent_unavailable"
+AGENT_TURN_FAILED = "agent_turn_failed"
+AGENT_TURN_INTERRUPTED = "agent_turn_interrupted"
+
 _CANCEL = ElicitationResponse(action="cancel")
+Failure = tuple[str, str]
+
+
+def missing_executable(binary: str, what: str, remedy: str) -> str | None:
+    """Why `binary` (a path, or a name looked up on PATH) cannot be run, or None."""
+    found = shutil.which(binary) if os.sep not in binary else binary
+    if found is not None and os.access(found, os.X_OK) and Path(found).is_file():
+        return None
+    return f"{what} is not installed (no executable {binary!r}): {remedy}"
 
 
 class AgentRun:
@@ -79,6 +97,30 @@ class AgentRun:
         # Set when the run must end early (a round's deadline passed, a cancel).
         self.stop_reason: tuple[str, str] | None = None
         self.stopped = asyncio.Event()
+
+    async def drive(
+        self,
+        *,
+        missing: str | None,
+        agent: Callable[[], Awaitable[Failure | None]],
+        outcome: Callable[[Failure | None], HarnessOutcome],
+    ) -> HarnessOutcome:
+        """The run: refused at once when the agent is `missing`, else the relay is
+        started (a server that cannot be reached fails it) and `agent` runs the agent
+        against it; the relay stops however that ends, cancellation included, before
+        `outcome` reads the operations."""
+        if missing is not None:
+            return outcome((AGENT_UNAVAILABLE, missing))
+        try:
+            unreachable = await self.relay.start()
+            if unreachable is not None:
+                return outcome(unreachable)
+            failure = await agent()
+        finally:
+            # The relay stops serving, its operation in flight ends, and the
+            # connection to the server closes.
+            await self.relay.aclose()
+        return outcome(failure)
 
     @property
     def allows(self) -> bool:
@@ -168,4 +210,11 @@ class AgentRun:
         return results
 
 
-__all__ = ["AgentRun"]
+__all__ = [
+    "AGENT_FAILED",
+    "AGENT_TURN_FAILED",
+    "AGENT_TURN_INTERRUPTED",
+    "AGENT_UNAVAILABLE",
+    "AgentRun",
+    "missing_executable",
+]

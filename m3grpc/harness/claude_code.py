@@ -44,7 +44,13 @@ from typing import Any
 from mcp_types import Implementation
 
 from m3grpc.harness.agent_process import make_home, remove_stale_homes
-from m3grpc.harness.agent_run import AgentRun
+from m3grpc.harness.agent_run import (
+    AGENT_TURN_FAILED,
+    AGENT_TURN_INTERRUPTED,
+    AGENT_UNAVAILABLE,
+    AgentRun,
+    missing_executable,
+)
 from m3grpc.harness.base import (
     SERVER_UNAVAILABLE,
     HarnessOutcome,
@@ -69,12 +75,6 @@ from m3grpc.harness.scripted import ScriptedHarness
 from m3grpc.types import AgentReport
 
 logger = logging.getLogger(__name__)
-
-# Failure codes, as the codex harness's (m3grpc.harness.codex).
-AGENT_FAILED = "agent_failed"
-AGENT_UNAVAILABLE = "agent_unavailable"
-AGENT_TURN_FAILED = "agent_turn_failed"
-AGENT_TURN_INTERRUPTED = "agent_turn_interrupted"
 
 RELAY_PREFIX = "m3-claude-relay-"
 RELAY_CLIENT_INFO = Implementation(
@@ -117,14 +117,11 @@ class ClaudeCodeSettings:
 
     def missing_binary(self) -> str | None:
         """Why the CLI cannot be started (its binary is not there), or None."""
-        binary = self.resolved_binary()
-        found = shutil.which(binary) if os.sep not in binary else binary
-        if found is not None and os.access(found, os.X_OK) and Path(found).is_file():
-            return None
-        return (
-            f"Claude Code is not installed (no executable {binary!r}): run "
-            "`bash scripts/setup-claude-code.sh`, or set M3_CLAUDE_CODE_BIN "
-            "(the service: [claude_code] binary)"
+        return missing_executable(
+            self.resolved_binary(),
+            "Claude Code",
+            "run `bash scripts/setup-claude-code.sh`, or set M3_CLAUDE_CODE_BIN "
+            "(the service: [claude_code] binary)",
         )
 
     def api_key(self) -> str | None:
@@ -176,18 +173,11 @@ class _ClaudeCodeRun:
         self._result: ResultMessage | None = None
 
     async def execute(self) -> HarnessOutcome:
-        if (missing := self._settings.missing_binary()) is not None:
-            return self._outcome(failure=(AGENT_UNAVAILABLE, missing))
-        try:
-            unreachable = await self._run.relay.start()
-            if unreachable is not None:
-                return self._outcome(failure=unreachable)
-            failure = await self._run_cli()
-        finally:
-            # Cancellation included: the relay stops serving, its operation in
-            # flight ends, and the connection to the server closes.
-            await self._run.relay.aclose()
-        return self._outcome(failure=failure)
+        return await self._run.drive(
+            missing=self._settings.missing_binary(),
+            agent=self._run_cli,
+            outcome=lambda failure: self._outcome(failure=failure),
+        )
 
     async def _run_cli(self) -> tuple[str, str] | None:
         cli = self._cli = ClaudeCodeProcess(

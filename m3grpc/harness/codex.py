@@ -62,7 +62,14 @@ from m3grpc.harness.agent_process import (
     remove_stale_homes,
     signal_group,
 )
-from m3grpc.harness.agent_run import AgentRun
+from m3grpc.harness.agent_run import (
+    AGENT_FAILED,
+    AGENT_TURN_FAILED,
+    AGENT_TURN_INTERRUPTED,
+    AGENT_UNAVAILABLE,
+    AgentRun,
+    missing_executable,
+)
 from m3grpc.harness.base import (
     SERVER_UNAVAILABLE,
     HarnessOutcome,
@@ -77,11 +84,6 @@ logger = logging.getLogger(__name__)
 
 CODEX_VERSION = "0.171.0"
 HOME_PREFIX = "m3-codex-"
-# Failure codes of the codex harness (besides those in m3grpc.harness.base).
-AGENT_FAILED = "agent_failed"
-AGENT_UNAVAILABLE = "agent_unavailable"
-AGENT_TURN_FAILED = "agent_turn_failed"
-AGENT_TURN_INTERRUPTED = "agent_turn_interrupted"
 
 # What the bound server sees as its client: the relay, on Codex's behalf.
 RELAY_CLIENT_INFO = Implementation(
@@ -135,13 +137,10 @@ class CodexSettings:
 
     def missing_binary(self) -> str | None:
         """Why Codex cannot be started (its binary is not there), or None."""
-        binary = self.resolved_binary()
-        found = shutil.which(binary) if os.sep not in binary else binary
-        if found is not None and os.access(found, os.X_OK) and Path(found).is_file():
-            return None
-        return (
-            f"the Codex CLI is not installed (no executable {binary!r}): "
-            "run `bash scripts/setup-codex.sh`, or set M3_CODEX_BIN (the service: [codex] binary)"
+        return missing_executable(
+            self.resolved_binary(),
+            "the Codex CLI",
+            "run `bash scripts/setup-codex.sh`, or set M3_CODEX_BIN (the service: [codex] binary)",
         )
 
     def resolved_binary(self) -> str:
@@ -314,18 +313,11 @@ class _CodexRun:
     # -- the run ---------------------------------------------------------------------------
 
     async def execute(self) -> HarnessOutcome:
-        if (missing := self._settings.missing_binary()) is not None:
-            return self._outcome(failure=(AGENT_UNAVAILABLE, missing))
-        try:
-            unreachable = await self._relay.start()
-            if unreachable is not None:
-                return self._outcome(failure=unreachable)
-            failure = await self._run_codex()
-        finally:
-            # Cancellation included: the relay stops serving, its operation in
-            # flight ends, and the connection to the server closes.
-            await self._relay.aclose()
-        return self._outcome(failure=failure)
+        return await self._run.drive(
+            missing=self._settings.missing_binary(),
+            agent=self._run_codex,
+            outcome=lambda failure: self._outcome(failure=failure),
+        )
 
     async def _run_codex(self) -> tuple[str, str] | None:
         (self._home / "config.toml").write_text(
