@@ -14,22 +14,9 @@ from m3grpc import (
 from m3grpc.servers import ServerBinding
 from m3grpc.types import ExecutionOutcome
 from tests.runtime.conftest import wait_pending
-from tests.support.everything import TRANSPORTS, Transport, everything_binding
+from tests.support.everything import TRANSPORTS, VALID_ANSWER, Transport, everything_binding
 
-VALID = {
-    "name": "Ada Lovelace",
-    "check": True,
-    "email": "ada@example.org",
-    "homepage": "https://example.org/ada",
-    "birthdate": "1815-12-10",
-    "integer": 7,
-    "number": 2.5,
-    "untitledSingleSelectEnum": "Joey",
-    "untitledMultipleSelectEnum": ["Piano"],
-    "titledSingleSelectEnum": "hero-2",
-    "titledMultipleSelectEnum": ["fish-3"],
-    "legacyTitledEnum": "pet-2",
-}
+VALID = VALID_ANSWER
 
 
 @pytest.mark.node

@@ -11,6 +11,21 @@ from tests.support.mcp_processes import free_port, serve_http
 from tests.support.node import node_tools
 
 Transport = Literal["stdio", "http"]
+# A valid answer to the 13-field form of its `trigger-elicitation-request` tool.
+VALID_ANSWER = {
+    "name": "Ada Lovelace",
+    "check": True,
+    "email": "ada@example.org",
+    "homepage": "https://example.org/ada",
+    "birthdate": "1815-12-10",
+    "integer": 7,
+    "number": 2.5,
+    "untitledSingleSelectEnum": "Joey",
+    "untitledMultipleSelectEnum": ["Piano"],
+    "titledSingleSelectEnum": "hero-2",
+    "titledMultipleSelectEnum": ["fish-3"],
+    "legacyTitledEnum": "pet-2",
+}
 TRANSPORTS: tuple[Transport, ...] = ("stdio", "http")
 
 

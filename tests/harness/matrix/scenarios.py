@@ -34,27 +34,13 @@ from tests.api.conftest import ServerProcess, add_servers, write_config
 from tests.harness.matrix.agents import Agent, path_of
 from tests.harness.matrix.cells import GENERATIONS, LEGACY, expected
 from tests.support.agents import running
-from tests.support.everything import everything_stdio
+from tests.support.everything import VALID_ANSWER, everything_stdio
 from tests.support.node import node_tools
 
 BOOKING = {"name": "Ada", "seating": "outdoor", "high_chair": True, "guests": 4, "note": "window"}
 BOOKED = "booked a table for 4 (outdoor, high chair) under Ada; note: window"
 FORM_FIELDS = {"name", "seating", "high_chair", "guests", "note"}
 ADDRESS = {"street": "1 Main Street", "city": "Pune"}
-EVERYTHING_ANSWER = {
-    "name": "Ada Lovelace",
-    "check": True,
-    "email": "ada@example.org",
-    "homepage": "https://example.org/ada",
-    "birthdate": "1815-12-10",
-    "integer": 7,
-    "number": 2.5,
-    "untitledSingleSelectEnum": "Joey",
-    "untitledMultipleSelectEnum": ["Piano"],
-    "titledSingleSelectEnum": "hero-2",
-    "titledMultipleSelectEnum": ["fish-3"],
-    "legacyTitledEnum": "pet-2",
-}
 WAIT = 180.0
 LEASE_SECONDS = 3.0
 
@@ -171,7 +157,7 @@ def test_everything(agent: Agent, kit: MCPTestKit, action: str) -> None:
     [(key, request)] = pending.requests.items()
     assert isinstance(request, FormElicitationRequest)
     assert len(request.requested_schema["properties"]) == 13
-    content = EVERYTHING_ANSWER if action == "accept" else None
+    content = VALID_ANSWER if action == "accept" else None
     answer(handle, pending, {key: {"action": action, "content": content}})
     result = finish(agent, handle, "everything", LEGACY)
     assert result.operations[-1].result is not None
