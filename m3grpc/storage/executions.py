@@ -38,20 +38,14 @@ from m3grpc.storage.changes import (
     announce,
 )
 from m3grpc.storage.clock import Clock, checked_clock, read_clock
+from m3grpc.storage.commit_listeners import CommitListeners, discard
 from m3grpc.storage.encryption import ResponseCipher
 from m3grpc.storage.engine import (
     SQLiteSynchronous,
-    add_appended_listener,
-    add_change_listener,
-    add_commit_listener,
-    add_events_listener,
-    create_store_engine,
+    add_commit_hook,
     dispose_engine,
     read_transaction,
-    remove_appended_listener,
-    remove_change_listener,
-    remove_commit_listener,
-    remove_events_listener,
+    remove_commit_hook,
     write_transaction,
 )
 from m3grpc.storage.events import (
@@ -68,6 +62,7 @@ from m3grpc.storage.operations import record_operation, stored_operations
 from m3grpc.storage.schema import executions, rounds
 from m3grpc.storage.sealed_rows import check_keys
 from m3grpc.storage.statements import RowLike
+from m3grpc.storage.store_engine import create_store_engine
 from m3grpc.storage.tokens import new_lease_token
 from m3grpc.storage.transitions import (
     EXECUTION_FINISHED_FAILURE_CODE,
@@ -293,6 +288,9 @@ class SqlExecutionStore:
             dispose_engine(self._engine)
             raise
         self._managed_input_store: SqlManagedInputStore | None = None
+        # Every write on the engine, through this store or its managed-input store.
+        self._listeners = CommitListeners()
+        add_commit_hook(self._engine, self._listeners)
 
     @property
     def managed_input_store(self) -> SqlManagedInputStore:
@@ -305,36 +303,36 @@ class SqlExecutionStore:
 
     def add_commit_listener(self, listener: Callable[[], None]) -> None:
         """Call `listener` after every write this process commits to the store."""
-        add_commit_listener(self._engine, listener)
+        self._listeners.commits.append(listener)
 
     def remove_commit_listener(self, listener: Callable[[], None]) -> None:
-        remove_commit_listener(self._engine, listener)
+        discard(self._listeners.commits, listener)
 
     def add_events_listener(self, listener: Callable[[], None]) -> None:
         """Call `listener` after every write this process commits that appended to
         the event log (not after claims, lease renewals and other silent writes)."""
-        add_events_listener(self._engine, listener)
+        self._listeners.events.append(listener)
 
     def remove_events_listener(self, listener: Callable[[], None]) -> None:
-        remove_events_listener(self._engine, listener)
+        discard(self._listeners.events, listener)
 
     def add_appended_listener(self, listener: Callable[[list[StoredEvent]], None]) -> None:
         """Call `listener` with the events of every write this process commits that
         appended some, in `seq` order, on the committing thread, before the events
         listeners; SQLite only (elsewhere never: read the log)."""
-        add_appended_listener(self._engine, listener)
+        self._listeners.appended.append(listener)
 
     def remove_appended_listener(self, listener: Callable[[list[StoredEvent]], None]) -> None:
-        remove_appended_listener(self._engine, listener)
+        discard(self._listeners.appended, listener)
 
     def add_change_listener(self, listener: Callable[[list[Change]], None]) -> None:
         """Call `listener` after every write this process commits that announced
         changes (SQLite; on PostgreSQL see `change_listener`), with them, on the
         committing thread: it must be quick and must not raise."""
-        add_change_listener(self._engine, listener)
+        self._listeners.changes.append(listener)
 
     def remove_change_listener(self, listener: Callable[[list[Change]], None]) -> None:
-        remove_change_listener(self._engine, listener)
+        discard(self._listeners.changes, listener)
 
     def change_listener(
         self, on_change: Callable[[Change], None], on_live: Callable[[bool], None]
@@ -353,6 +351,7 @@ class SqlExecutionStore:
         return read_clock(self._clock)
 
     def close(self) -> None:
+        remove_commit_hook(self._engine, self._listeners)
         dispose_engine(self._engine)
 
     # -- submission and reads ---------------------------------------------------

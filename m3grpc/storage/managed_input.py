@@ -44,7 +44,6 @@ from m3grpc.storage.clock import Clock, checked_clock, read_clock, utc_now
 from m3grpc.storage.encryption import ResponseCipher, open_responses
 from m3grpc.storage.engine import (
     SQLiteSynchronous,
-    create_store_engine,
     read_transaction,
     write_transaction,
 )
@@ -60,6 +59,7 @@ from m3grpc.storage.response_validation import (
 )
 from m3grpc.storage.schema import executions, from_micros, rounds, to_micros
 from m3grpc.storage.statements import RowLike
+from m3grpc.storage.store_engine import create_store_engine
 from m3grpc.storage.tokens import new_lease_token
 from m3grpc.storage.transitions import (
     EXECUTION_RULE,
