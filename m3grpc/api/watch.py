@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import heapq
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, Generic, TypeVar
@@ -35,6 +36,8 @@ from m3grpc.wire import events
 from m3grpc.wire.gen.m3.v1 import execution_service_pb2
 
 _PAGE = 500
+# Pending rounds a stream's opening snapshot reads at a time (and holds at most).
+_SNAPSHOT_PAGE = 100
 # Pending rounds and finished executions recently sent, shared by every stream.
 _RECENT = 4096
 # Round records read for those messages: a round's message is built once per stream
@@ -184,44 +187,59 @@ class _Stream:
             cursor = Cursor(seq=await self._runtime.last_event_seq(), execution_id=execution_id)
             in_snapshot = True
         if in_snapshot and EventKind.ROUND_PENDING in self._sends:
-            for record in await self._snapshot(cursor):
+            async for record in self._snapshot(cursor):
                 yield self._snapshot_event(cursor, record)
         async for event in self._live(cursor.seq, execution_id):
             yield event
 
     # -- snapshot ---------------------------------------------------------------------
 
-    async def _snapshot(self, cursor: Cursor) -> list[ManagedInputRecord]:
-        """The rounds pending at `cursor.seq` after `cursor.snapshot_after`, oldest first."""
-        execution_id = cursor.execution_id or None
-        pending = await self._pending_now(execution_id, cursor.snapshot_after)
-        # Every change visible in `pending` has an event <= upto: both were
-        # committed before this read.
-        upto = await self._runtime.last_event_seq()
-        became_pending, left_pending = await self._changes(cursor.seq, upto, execution_id)
-        rounds = {r.round_id: r for r in pending if r.round_id not in became_pending}
-        for round_id in sorted(left_pending - became_pending - rounds.keys()):
-            record = await self._runtime.get_round(round_id)
-            if cursor.snapshot_after is None or _keyset(record) > cursor.snapshot_after:
-                rounds[round_id] = record
-        return sorted(rounds.values(), key=_keyset)
+    async def _snapshot(self, cursor: Cursor) -> AsyncIterator[ManagedInputRecord]:
+        """The rounds pending at `cursor.seq` after `cursor.snapshot_after`, oldest first,
+        read from the store a page at a time as the stream sends them: a stream holds
+        one page, however many rounds are pending.
 
-    async def _pending_now(
-        self, execution_id: str | None, after: Keyset | None
-    ) -> list[ManagedInputRecord]:
-        found: list[ManagedInputRecord] = []
+        A page is the rounds pending now (when it is read). Each round that changed since
+        the snapshot's position has an event, committed before the log is read after
+        the page: one that became pending since is not in the snapshot (its live
+        `round_pending` sends it), and one that left pending since is merged in at its
+        place unless a page read it pending (it left after that read)."""
+        execution_id = cursor.execution_id or None
+        after = cursor.snapshot_after
+        upto = cursor.seq
+        became: set[str] = set()
+        # Rounds pending at the position that left pending since, not sent yet: by keyset.
+        left: list[tuple[Keyset, str]] = []
         while True:
             page = await self._runtime.list_rounds(
                 execution_id=execution_id,
                 statuses=[ManagedInputStatus.PENDING],
                 after=after,
-                limit=_PAGE,
+                limit=_SNAPSHOT_PAGE,
                 principal=self._principal,
             )
-            found.extend(page)
-            if len(page) < _PAGE:
-                return found
-            after = _keyset(page[-1])
+            # Every change visible in `page` has an event <= read: both committed before.
+            read = await self._runtime.last_event_seq()
+            now_pending, now_left = await self._changes(upto, read, execution_id)
+            upto = read
+            became |= now_pending
+            # One in this page (it left after the read) is sent with it, as is one
+            # before it (it was in an earlier page, or before the cursor).
+            for round_id in sorted(now_left - became - {r.round_id for r in page}):
+                record = await self._runtime.get_round(round_id)
+                if after is None or _keyset(record) > after:
+                    heapq.heappush(left, (_keyset(record), round_id))
+            for record in page:
+                key = _keyset(record)
+                while left and left[0][0] < key:
+                    yield await self._runtime.get_round(heapq.heappop(left)[1])
+                if record.round_id not in became:
+                    yield record
+                after = key
+            if len(page) < _SNAPSHOT_PAGE:
+                break
+        while left:
+            yield await self._runtime.get_round(heapq.heappop(left)[1])
 
     async def _changes(
         self, after: int, upto: int, execution_id: str | None
