@@ -40,6 +40,7 @@ from m3grpc.errors import (
     RoundNotFoundError,
 )
 from m3grpc.storage import statements
+from m3grpc.storage.changes import EXECUTION_QUEUED, Change, announce
 from m3grpc.storage.clock import Clock, checked_clock, read_clock, utc_now
 from m3grpc.storage.encryption import ResponseCipher, open_responses
 from m3grpc.storage.engine import (
@@ -507,6 +508,9 @@ class SqlManagedInputStore:
                 response_digest=digest,
                 response_validated_at=now,
             )
+            if row.owner_id is None:
+                # Released (m3grpc.storage.handover): its execution is claimable now.
+                announce(conn, Change(EXECUTION_QUEUED, row.execution_id))
             answered = {**written, "responses": document}
             submission = _submission(answered, replayed=False, pending=pending)
             if start_delivery is None:

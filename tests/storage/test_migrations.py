@@ -31,12 +31,14 @@ from m3grpc.storage.schema_version import (
 )
 from m3grpc.storage.store_engine import create_store_engine, ensure_schema
 
-NEXT_REVISION = """
+# The revision after this release's head, as a later release would add it.
+NEXT = f"{int(HEAD_REVISION) + 1:04d}"
+NEXT_REVISION = f"""
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0003"
-down_revision = "0002"
+revision = "{NEXT}"
+down_revision = "{HEAD_REVISION}"
 branch_labels = None
 depends_on = None
 
@@ -52,11 +54,11 @@ def downgrade() -> None:
 
 @pytest.fixture
 def later_release(tmp_path: Path) -> Migrations:
-    """The packaged migrations plus a revision 0003 that adds a column."""
+    """The packaged migrations plus a next revision that adds a column."""
     location = tmp_path / "later_migrations"
     shutil.copytree(PACKAGED.location, location, ignore=shutil.ignore_patterns("__pycache__"))
-    (location / "versions" / "0003_note.py").write_text(NEXT_REVISION)
-    return Migrations(location, (*REVISIONS, "0003"))
+    (location / "versions" / f"{NEXT}_note.py").write_text(NEXT_REVISION)
+    return Migrations(location, (*REVISIONS, NEXT))
 
 
 @pytest.fixture
@@ -167,14 +169,14 @@ def test_unversioned_tables_that_differ_are_refused(database: str, engine: sa.En
 def test_a_schema_behind_is_refused_until_upgraded(
     engine: sa.Engine, later_release: Migrations
 ) -> None:
-    upgrade_database(engine)  # this release: revision 0002
-    with pytest.raises(SchemaVersionError, match="behind 0003: run `m3grpc db upgrade`"):
+    upgrade_database(engine)  # this release's head
+    with pytest.raises(SchemaVersionError, match=f"behind {NEXT}: run `m3grpc db upgrade`"):
         ensure_schema(engine, later_release.revisions)  # the later release opens it
-    assert _versions(engine) == ["0002"]
+    assert _versions(engine) == [HEAD_REVISION]
 
     result = upgrade_database(engine, later_release)
-    assert (result.before.state, result.before.revision) == (SchemaState.BEHIND, "0002")
-    assert (result.after.state, result.after.revision) == (SchemaState.CURRENT, "0003")
+    assert (result.before.state, result.before.revision) == (SchemaState.BEHIND, HEAD_REVISION)
+    assert (result.after.state, result.after.revision) == (SchemaState.CURRENT, NEXT)
     columns = {column["name"] for column in sa.inspect(engine).get_columns("m3_executions")}
     assert "note" in columns
     ensure_schema(engine, later_release.revisions)  # now it opens
@@ -183,12 +185,12 @@ def test_a_schema_behind_is_refused_until_upgraded(
 def test_a_schema_ahead_is_refused(
     database: str, engine: sa.Engine, later_release: Migrations
 ) -> None:
-    upgrade_database(engine, later_release)  # a later release migrated it to 0003
-    with pytest.raises(SchemaVersionError, match="0003, unknown to this version"):
+    upgrade_database(engine, later_release)  # a later release migrated it on
+    with pytest.raises(SchemaVersionError, match=f"{NEXT}, unknown to this version"):
         SqlExecutionStore(database)
-    with pytest.raises(SchemaVersionError, match="0003, unknown to this version"):
+    with pytest.raises(SchemaVersionError, match=f"{NEXT}, unknown to this version"):
         upgrade_database(engine)
-    assert _versions(engine) == ["0003"]
+    assert _versions(engine) == [NEXT]
 
 
 def test_revision_0002_adds_the_principal_and_keeps_the_executions(
@@ -206,7 +208,7 @@ def test_revision_0002_adds_the_principal_and_keeps_the_executions(
             )
         )
     result = upgrade_database(engine)
-    assert (result.before.revision, result.after.revision) == ("0001", "0002")
+    assert (result.before.revision, result.after.revision) == ("0001", HEAD_REVISION)
     assert _differences(engine) == []
     with engine.connect() as conn:
         rows = conn.execute(sa.text("SELECT execution_id, principal FROM m3_executions")).all()
