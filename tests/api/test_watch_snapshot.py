@@ -133,3 +133,40 @@ def test_the_snapshot_is_read_a_page_at_a_time_and_stays_exact(
             store.close()
 
     asyncio.run(asyncio.wait_for(scenario(), 120))
+
+
+def test_streams_that_start_together_read_each_page_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Not a copy per subscriber: subscribers opening together (a service restarting,
+    # an inbox's browsers) share the pages read for them, and each gets every round.
+    monkeypatch.setattr(watch_module, "_SNAPSHOT_PAGE", PAGE)
+
+    async def scenario() -> None:
+        store = SQLiteExecutionStore(tmp_path / "m3.sqlite")
+        try:
+            async with AsyncMCPTestKit(store=store, env={}, concurrency=0) as kit:
+                rounds = [await asyncio.to_thread(pending_round, store) for _ in range(8)]
+                shutdown = asyncio.Event()
+                watch = PendingWatch(kit.runtime, poll_interval=30.0, shutdown=shutdown)
+                runtime = kit.runtime
+                reads: list[int] = []
+                list_rounds = runtime.list_rounds
+
+                async def counted(**query: Any) -> Any:
+                    page = await list_rounds(**query)
+                    reads.append(len(page))
+                    return page
+
+                runtime.list_rounds = counted  # type: ignore[method-assign]
+                readers = [Reader(watch) for _ in range(5)]
+                await until(lambda: all(len(r.events) == 8 for r in readers), "8 events each")
+                shutdown.set()
+                await asyncio.wait_for(asyncio.gather(*(r.task for r in readers)), 30)
+                for reader in readers:
+                    assert reader.keys == [("pending", r) for r in rounds]
+                assert reads == [3, 3, 2]  # the three pages, once, for all five streams
+        finally:
+            store.close()
+
+    asyncio.run(asyncio.wait_for(scenario(), 120))
