@@ -16,7 +16,7 @@ what is measured). Each subscriber checks that it sees every round's `round_pend
 exactly once, its `round_left_pending` exactly once and after it, and every execution's
 `execution_finished` exactly once and after its round left pending; and records, for every
 round created while it watched, the time from the round's creation to its arrival.
-Commands: `connect`, `wait`, `report`, `close`.
+Commands: `connect`, `wait`, `late` (one more subscriber's first event), `report`, `close`.
 """
 
 from __future__ import annotations
@@ -363,6 +363,21 @@ class Watchers:
             "seconds": time.monotonic() - start,
         }
 
+    async def late(self, timeout: float) -> dict[str, Any]:
+        """One more subscriber while the others watch: the time to its first event (its
+        stream then closes; it is not one of the subscribers checked)."""
+        subscriber = Subscriber(len(self.subscribers))
+        task = asyncio.create_task(self._watch(subscriber))
+        try:
+            await self._until(
+                lambda: subscriber.first_event is not None or subscriber.ended, timeout
+            )
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        return {"first_event_seconds": subscriber.first_event, "ended": subscriber.ended}
+
     async def wait(self, pending: int, left: int, finished: int, timeout: float) -> dict[str, Any]:
         """Until every subscriber has seen at least these numbers of rounds pending,
         rounds left pending and executions finished (or one's stream ended)."""
@@ -447,6 +462,8 @@ async def run_watchers(args: argparse.Namespace, protocol: Protocol) -> None:
                         int(command["finished"]),
                         timeout,
                     )
+                elif op == "late":
+                    reply = await watchers.late(timeout)
                 elif op == "report":
                     reply = watchers.report()
                 elif op == "close":
