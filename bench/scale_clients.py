@@ -28,6 +28,7 @@ import json
 import random
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,30 @@ from compare_m3 import BINDING_PROTOCOL, PROMPT, TOOLS, answer_of
 
 # A subscriber's first violations are kept (the rest only counted).
 _KEPT_VIOLATIONS = 5
+
+
+Handler = Callable[[str, dict[str, Any], float], Awaitable[dict[str, Any]]]
+
+
+async def answer_commands(protocol: Protocol, handle: Handler) -> None:
+    """Answer JSON-line commands on stdin with `handle(op, command, timeout)` until
+    `{"op": "quit"}` or end of input; an error is answered, not raised."""
+    loop = asyncio.get_running_loop()
+    while True:
+        line = await loop.run_in_executor(None, sys.stdin.readline)
+        if not line:
+            return
+        if not line.strip():
+            continue
+        command = json.loads(line)
+        op = command.get("op")
+        if op == "quit":
+            return
+        try:
+            reply = await handle(op, command, float(command.get("timeout", 600)))
+        except Exception as exc:
+            reply = {"error": f"{type(exc).__name__}: {exc}"}
+        protocol.send(reply)
 
 
 # -- driver --------------------------------------------------------------------------------
@@ -200,7 +225,6 @@ async def run_driver(args: argparse.Namespace, protocol: Protocol) -> None:
     kits = [AsyncRemoteMCPTestKit(address, timeout=120) for address in args.address]
     driver = Driver(kits, args.generation)
     follower = asyncio.create_task(driver.follow())
-    loop = asyncio.get_running_loop()
     try:
         warm = await driver.pause(1, 1, 60)  # imports, connections; proves the setup
         if warm["paused"] != 1:
@@ -209,33 +233,19 @@ async def run_driver(args: argparse.Namespace, protocol: Protocol) -> None:
         if warmed["finished"] != 1:
             raise RuntimeError(f"the warm-up execution did not finish: {warmed}")
         protocol.send({"ready": {"addresses": args.address}})
-        while True:
-            line = await loop.run_in_executor(None, sys.stdin.readline)
-            if not line:
-                break
-            if not line.strip():
-                continue
-            command = json.loads(line)
-            op = command.get("op")
-            if op == "quit":
-                break
-            timeout = float(command.get("timeout", 600))
-            try:
-                if op == "pause":
-                    reply = await driver.pause(
-                        int(command["count"]), int(command["in_flight"]), timeout
-                    )
-                elif op == "sample":
-                    reply = await driver.sample(int(command["calls"]), timeout)
-                elif op == "answer":
-                    reply = await driver.answer(int(command["in_flight"]), timeout)
-                elif op == "check_results":
-                    reply = await driver.check_results(int(command["count"]))
-                else:
-                    reply = {"error": f"unknown op {op!r}"}
-            except Exception as exc:
-                reply = {"error": f"{type(exc).__name__}: {exc}"}
-            protocol.send(reply)
+
+        async def handle(op: str, command: dict[str, Any], timeout: float) -> dict[str, Any]:
+            if op == "pause":
+                return await driver.pause(int(command["count"]), int(command["in_flight"]), timeout)
+            if op == "sample":
+                return await driver.sample(int(command["calls"]), timeout)
+            if op == "answer":
+                return await driver.answer(int(command["in_flight"]), timeout)
+            if op == "check_results":
+                return await driver.check_results(int(command["count"]))
+            return {"error": f"unknown op {op!r}"}
+
+        await answer_commands(protocol, handle)
     finally:
         follower.cancel()
         with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -438,41 +448,24 @@ class Watchers:
 
 async def run_watchers(args: argparse.Namespace, protocol: Protocol) -> None:
     watchers = Watchers(args.address[0], args.watchers)
-    loop = asyncio.get_running_loop()
     protocol.send({"ready": {"watchers": args.watchers}})
+
+    async def handle(op: str, command: dict[str, Any], timeout: float) -> dict[str, Any]:
+        if op == "connect":
+            return await watchers.connect(timeout)
+        if op == "wait":
+            counts = (int(command[k]) for k in ("pending", "left", "finished"))
+            return await watchers.wait(*counts, timeout)
+        if op == "late":
+            return await watchers.late(timeout)
+        if op == "report":
+            return watchers.report()
+        if op == "close":
+            return await watchers.close()
+        return {"error": f"unknown op {op!r}"}
+
     try:
-        while True:
-            line = await loop.run_in_executor(None, sys.stdin.readline)
-            if not line:
-                break
-            if not line.strip():
-                continue
-            command = json.loads(line)
-            op = command.get("op")
-            if op == "quit":
-                break
-            timeout = float(command.get("timeout", 600))
-            try:
-                if op == "connect":
-                    reply = await watchers.connect(timeout)
-                elif op == "wait":
-                    reply = await watchers.wait(
-                        int(command["pending"]),
-                        int(command["left"]),
-                        int(command["finished"]),
-                        timeout,
-                    )
-                elif op == "late":
-                    reply = await watchers.late(timeout)
-                elif op == "report":
-                    reply = watchers.report()
-                elif op == "close":
-                    reply = await watchers.close()
-                else:
-                    reply = {"error": f"unknown op {op!r}"}
-            except Exception as exc:
-                reply = {"error": f"{type(exc).__name__}: {exc}"}
-            protocol.send(reply)
+        await answer_commands(protocol, handle)
     finally:
         await watchers.close()
 

@@ -101,13 +101,7 @@ def _imports(path: Path, module: str) -> list[tuple[int, str]]:
         if isinstance(node, ast.Import):
             found.extend((node.lineno, alias.name) for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                anchor = module.split(".")
-                if not is_package:
-                    anchor = anchor[:-1]
-                anchor = anchor[: len(anchor) - (node.level - 1)]
-                base = ".".join([*anchor, base] if base else anchor)
+            base = _import_base(node, module, is_package)
             for alias in node.names:
                 # `from m3grpc import fieldpath` imports a module; `from m3grpc.x import y`
                 # imports from m3grpc.x (y a name or a submodule of the same layer).
@@ -116,6 +110,18 @@ def _imports(path: Path, module: str) -> list[tuple[int, str]]:
                 else:
                     found.append((node.lineno, base))
     return found
+
+
+def _import_base(node: ast.ImportFrom, module: str, is_package: bool) -> str:
+    """The dotted module a `from ... import` names, a relative one resolved."""
+    base = node.module or ""
+    if not node.level:
+        return base
+    anchor = module.split(".")
+    if not is_package:
+        anchor = anchor[:-1]
+    anchor = anchor[: len(anchor) - (node.level - 1)]
+    return ".".join([*anchor, base] if base else anchor)
 
 
 MODULES = sorted(
@@ -172,13 +178,7 @@ def _module_imports(path: Path, module: str, known: set[str]) -> set[str]:
         if isinstance(node, ast.Import):
             names.extend(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                anchor = module.split(".")
-                if not is_package:
-                    anchor = anchor[:-1]
-                anchor = anchor[: len(anchor) - (node.level - 1)]
-                base = ".".join([*anchor, base] if base else anchor)
+            base = _import_base(node, module, is_package)
             for alias in node.names:
                 submodule = f"{base}.{alias.name}"
                 names.append(submodule if submodule in known else base)
