@@ -586,9 +586,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--keep-logs", type=Path, default=None)
     args = parser.parse_args(argv)
     defaults: dict[str, Any] = {
-        "executions": 150 if args.smoke else 20_000,
-        "watchers": 5 if args.smoke else 50,
-        "sample_calls": 50 if args.smoke else 1000,
+        "executions": 100 if args.smoke else 20_000,
+        "watchers": 3 if args.smoke else 50,
+        "sample_calls": 30 if args.smoke else 1000,
         "phase_timeout": 60.0 if args.smoke else 1800.0,
     }
     for name, value in defaults.items():
