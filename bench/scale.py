@@ -622,6 +622,9 @@ def main(argv: list[str] | None = None) -> int:
             setup = Setup(args, name, directory, processes)
             try:
                 results.append(setup.run())
+                if args.json is not None:  # each setup's figures kept as soon as it ends
+                    args.json.parent.mkdir(parents=True, exist_ok=True)
+                    args.json.write_text(json.dumps({"results": results}, indent=2) + "\n")
             except BaseException as exc:
                 log(f"{name} stopped: {type(exc).__name__}: {exc}")
                 for child in processes.children:
