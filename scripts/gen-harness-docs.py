@@ -44,8 +44,6 @@ _M3_DOES = {
 
 
 def _cell(scenario: str, harness: str, generation: str) -> str:
-    if generation not in next(s for s in SCENARIOS if s.id == scenario).generations:
-        return "–"
     cell = expected(scenario, harness, generation)
     if cell.covered_by is not None:
         return f"✓ {cell.note} (`{cell.covered_by}`)"
@@ -71,7 +69,7 @@ def matrix() -> str:
         "what the cell says: ✓ is the outcome a person answering would expect (the server",
         "got the answer; with an agent, its model received the tool's result); a ✓ with a",
         "code is the documented outcome of that scenario; anything else names its typed",
-        "outcome and why. – : the scenario does not exist in that generation.",
+        "outcome and why. A scenario that exists in one MCP generation only has one row.",
         "",
         "The only stand-in is the hosted model: a loopback fake of each API",
         "(`m3grpc.devtools.fake_model`, `m3grpc.devtools.fake_anthropic`).",

@@ -101,13 +101,7 @@ def _imports(path: Path, module: str) -> list[tuple[int, str]]:
         if isinstance(node, ast.Import):
             found.extend((node.lineno, alias.name) for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                anchor = module.split(".")
-                if not is_package:
-                    anchor = anchor[:-1]
-                anchor = anchor[: len(anchor) - (node.level - 1)]
-                base = ".".join([*anchor, base] if base else anchor)
+            base = _import_base(node, module, is_package)
             for alias in node.names:
                 # `from m3grpc import fieldpath` imports a module; `from m3grpc.x import y`
                 # imports from m3grpc.x (y a name or a submodule of the same layer).
@@ -116,6 +110,18 @@ def _imports(path: Path, module: str) -> list[tuple[int, str]]:
                 else:
                     found.append((node.lineno, base))
     return found
+
+
+def _import_base(node: ast.ImportFrom, module: str, is_package: bool) -> str:
+    """The dotted module a `from ... import` names, a relative one resolved."""
+    base = node.module or ""
+    if not node.level:
+        return base
+    anchor = module.split(".")
+    if not is_package:
+        anchor = anchor[:-1]
+    anchor = anchor[: len(anchor) - (node.level - 1)]
+    return ".".join([*anchor, base] if base else anchor)
 
 
 MODULES = sorted(
@@ -159,3 +165,104 @@ def test_the_layer_check_sees_a_violation(tmp_path: Path) -> None:
     assert names == ["m3grpc.storage", "m3grpc.types", "sqlalchemy"]
     assert layer_of("m3grpc.storage") not in ALLOWED["wire"]
     assert layer_of("m3grpc.types") in ALLOWED["wire"]
+
+
+def _module_imports(path: Path, module: str, known: set[str]) -> set[str]:
+    """The m3grpc modules `module` imports. `from m3grpc.storage import events` names
+    the submodule, `from m3grpc.storage import X` (a re-exported name) the package;
+    a package that a submodule's import runs first is not counted."""
+    tree = ast.parse(path.read_text(), str(path))
+    is_package = path.name == "__init__.py"
+    names: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.extend(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = _import_base(node, module, is_package)
+            for alias in node.names:
+                submodule = f"{base}.{alias.name}"
+                names.append(submodule if submodule in known else base)
+    found = set()
+    for name in names:
+        while name and name not in known:
+            name = name.rpartition(".")[0]
+        if name and name not in (module, "m3grpc"):
+            found.add(name)
+    return found
+
+
+def import_circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The circles of `graph` (module -> the modules it imports): each the sorted
+    modules (two or more) that all reach one another through their imports."""
+    return sorted(sorted(members) for members in _strongly_connected(graph) if len(members) > 1)
+
+
+def _strongly_connected(graph: dict[str, set[str]]) -> list[set[str]]:
+    # Tarjan's algorithm, iterative (a deep chain of imports must not hit the recursion limit).
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[set[str]] = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, successors = work[-1]
+            step = next((w for w in successors if w in graph), None)
+            if step is not None:
+                if step not in index:
+                    index[step] = low[step] = len(index)
+                    stack.append(step)
+                    on_stack.add(step)
+                    work.append((step, iter(sorted(graph[step]))))
+                elif step in on_stack:
+                    low[node] = min(low[node], index[step])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                members = set()
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    members.add(member)
+                    if member == node:
+                        break
+                found.append(members)
+    return found
+
+
+def test_no_import_circle_inside_a_package() -> None:
+    # One direction inside a package too (storage's engine knows nothing above it:
+    # what a commit sets off is registered with it from above). Every import counts.
+    modules = {_module_name(path): path for path in MODULES}
+    graph = {
+        module: _module_imports(path, module, set(modules)) for module, path in modules.items()
+    }
+    circles = [
+        {module: sorted(graph[module] & set(circle)) for module in circle}
+        for circle in import_circles(graph)
+    ]
+    assert not circles, (
+        f"modules that import one another (module: its imports in the circle): {circles}"
+    )
+
+
+def test_the_circle_check_sees_a_circle() -> None:
+    graph = {
+        "engine": {"group_commit"},
+        "group_commit": {"appended"},
+        "appended": {"events"},
+        "events": {"engine", "schema"},
+        "schema": set(),
+        "migrate": {"engine"},
+    }
+    assert import_circles(graph) == [["appended", "engine", "events", "group_commit"]]
+    graph["events"] = {"schema"}
+    assert import_circles(graph) == []

@@ -20,6 +20,7 @@
     # longest round_timeout a spec may set (Submit fails INVALID_ARGUMENT above it).
     default_round_timeout_seconds = 86400.0
     max_round_timeout_seconds = 604800.0
+    park_after_seconds = 2.0          # a 2026-07-28 round's execution is parked after this
 
     [limits]                          # input limits, checked before anything is stored
     max_prompt_chars = 100000
@@ -178,6 +179,15 @@ class Workers(_Section):
         "above it).",
     )
 
+    park_after_seconds: float | None = Field(
+        default=2.0,
+        ge=0,
+        le=86_400,
+        description="How long a 2026-07-28 round waits for its answer in its worker before "
+        "the execution is parked (no task, no lease: only its rows) until the answer or "
+        "its deadline; unset: never parked.",
+    )
+
     @model_validator(mode="after")
     def _default_within_maximum(self) -> Workers:
         default, maximum = self.default_round_timeout_seconds, self.max_round_timeout_seconds
@@ -193,6 +203,7 @@ class Workers(_Section):
             poll_interval=self.poll_interval_seconds,
             listening_poll_interval=self.listening_poll_interval_seconds,
             default_round_timeout=timedelta(seconds=default) if default else None,
+            park_after=self.park_after_seconds,
         )
 
 

@@ -22,9 +22,12 @@ once for every stream, unless this process committed them a moment ago.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
+import heapq
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from m3grpc.api.event_tail import EventTail
@@ -32,9 +35,14 @@ from m3grpc.api.tokens import Cursor, Keyset, cursor_token, read_cursor, require
 from m3grpc.runtime import EventKind, Runtime, StoredEvent
 from m3grpc.types import ExecutionState, ExecutionStatus, ManagedInputRecord, ManagedInputStatus
 from m3grpc.wire import events
-from m3grpc.wire.gen.m3.v1 import execution_service_pb2
+from m3grpc.wire.gen.m3.v1 import elicitation_pb2, execution_service_pb2
+from m3grpc.wire.messages import pending_round_message
 
 _PAGE = 500
+# Pending rounds a stream's opening snapshot reads at a time (and holds at most), and
+# the pages read lately, which streams starting together share.
+_SNAPSHOT_PAGE = 100
+_SNAPSHOT_PAGES = 8
 # Pending rounds and finished executions recently sent, shared by every stream.
 _RECENT = 4096
 # Round records read for those messages: a round's message is built once per stream
@@ -130,6 +138,55 @@ class RecentReads(Generic[K, V]):
             raise
 
 
+@dataclass(frozen=True)
+class SnapshotPage:
+    """Rounds pending when the page was read, with their messages (built once), and
+    the log's position read just before: every event up to it committed earlier."""
+
+    floor: int
+    records: list[ManagedInputRecord]
+    messages: list[elicitation_pb2.PendingElicitationRound]
+
+
+# (principal, execution filter, the keyset after which the page starts)
+PageKey = tuple[str | None, str | None, Keyset | None]
+
+
+class SnapshotPages:
+    """The pages of pending rounds read lately for streams' opening snapshots, shared:
+    streams that start at about the same time (a service restarting, an inbox's
+    browsers) read each page once, and each message is built once, not once per
+    stream. A page read before a stream's position (`floor` behind it) may lack
+    rounds that became pending by then: that stream reads the page afresh, which
+    replaces it for the streams after it."""
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._pages: OrderedDict[PageKey, asyncio.Future[SnapshotPage]] = OrderedDict()
+
+    async def get(
+        self, key: PageKey, position: int, read: Callable[[], Awaitable[SnapshotPage]]
+    ) -> SnapshotPage:
+        found = self._pages.get(key)
+        if found is not None:
+            with contextlib.suppress(Exception):  # a failed read: read it again below
+                page = await asyncio.shield(found)
+                if page.floor >= position:
+                    return page
+        fresh = asyncio.ensure_future(read())
+        self._pages[key] = fresh
+        self._pages.move_to_end(key)
+        while len(self._pages) > self._size:
+            self._pages.popitem(last=False)
+        try:
+            # shield: one stream going away does not cancel the read the others await.
+            return await asyncio.shield(fresh)
+        except Exception:
+            if self._pages.get(key) is fresh:
+                del self._pages[key]
+            raise
+
+
 class _Shared:
     """What every stream of the process shares: the log's reader and the caches."""
 
@@ -141,6 +198,7 @@ class _Shared:
         # A live event's message by (seq, the stream's execution filter): the same
         # for every stream with that filter, so built once, not once per stream.
         self.messages: RecentReads[tuple[int, str], WatchEvent | None] = RecentReads(_RECENT)
+        self.pages = SnapshotPages(_SNAPSHOT_PAGES)
         self._shutdown_wait: asyncio.Task[Any] | None = None
 
     def shutdown_wait(self) -> asyncio.Future[Any]:
@@ -184,44 +242,76 @@ class _Stream:
             cursor = Cursor(seq=await self._runtime.last_event_seq(), execution_id=execution_id)
             in_snapshot = True
         if in_snapshot and EventKind.ROUND_PENDING in self._sends:
-            for record in await self._snapshot(cursor):
-                yield self._snapshot_event(cursor, record)
+            async for record, message in self._snapshot(cursor):
+                yield self._snapshot_event(cursor, record, message)
         async for event in self._live(cursor.seq, execution_id):
             yield event
 
     # -- snapshot ---------------------------------------------------------------------
 
-    async def _snapshot(self, cursor: Cursor) -> list[ManagedInputRecord]:
-        """The rounds pending at `cursor.seq` after `cursor.snapshot_after`, oldest first."""
-        execution_id = cursor.execution_id or None
-        pending = await self._pending_now(execution_id, cursor.snapshot_after)
-        # Every change visible in `pending` has an event <= upto: both were
-        # committed before this read.
-        upto = await self._runtime.last_event_seq()
-        became_pending, left_pending = await self._changes(cursor.seq, upto, execution_id)
-        rounds = {r.round_id: r for r in pending if r.round_id not in became_pending}
-        for round_id in sorted(left_pending - became_pending - rounds.keys()):
-            record = await self._runtime.get_round(round_id)
-            if cursor.snapshot_after is None or _keyset(record) > cursor.snapshot_after:
-                rounds[round_id] = record
-        return sorted(rounds.values(), key=_keyset)
+    async def _snapshot(
+        self, cursor: Cursor
+    ) -> AsyncIterator[tuple[ManagedInputRecord, elicitation_pb2.PendingElicitationRound]]:
+        """The rounds pending at `cursor.seq` after `cursor.snapshot_after`, oldest first,
+        read from the store a page at a time as the stream sends them: a stream holds
+        one page, however many rounds are pending.
 
-    async def _pending_now(
-        self, execution_id: str | None, after: Keyset | None
-    ) -> list[ManagedInputRecord]:
-        found: list[ManagedInputRecord] = []
+        A page is the rounds pending now (when it is read). Each round that changed since
+        the snapshot's position has an event, committed before the log is read after
+        the page: one that became pending since is not in the snapshot (its live
+        `round_pending` sends it), and one that left pending since is merged in at its
+        place unless a page read it pending (it left after that read)."""
+        execution_id = cursor.execution_id or None
+        after = cursor.snapshot_after
+        upto = cursor.seq
+        became: set[str] = set()
+        # Rounds pending at the position that left pending since, not sent yet: by keyset.
+        left: list[tuple[Keyset, str]] = []
         while True:
-            page = await self._runtime.list_rounds(
-                execution_id=execution_id,
-                statuses=[ManagedInputStatus.PENDING],
-                after=after,
-                limit=_PAGE,
-                principal=self._principal,
+            page = await self._shared.pages.get(
+                (self._principal, execution_id, after),
+                cursor.seq,
+                functools.partial(self._read_page, execution_id, after),
             )
-            found.extend(page)
-            if len(page) < _PAGE:
-                return found
-            after = _keyset(page[-1])
+            # Every change visible in `page` has an event <= read: both committed before.
+            read = await self._runtime.last_event_seq()
+            now_pending, now_left = await self._changes(upto, read, execution_id)
+            upto = read
+            became |= now_pending
+            # One in this page (it left after the read) is sent with it, as is one
+            # before it (it was in an earlier page, or before the cursor).
+            for round_id in sorted(now_left - became - {r.round_id for r in page.records}):
+                record = await self._runtime.get_round(round_id)
+                if after is None or _keyset(record) > after:
+                    heapq.heappush(left, (_keyset(record), round_id))
+            for record, message in zip(page.records, page.messages, strict=True):
+                key = _keyset(record)
+                while left and left[0][0] < key:
+                    yield await self._left_round(heapq.heappop(left)[1])
+                if record.round_id not in became:
+                    yield record, message
+                after = key
+            if len(page.records) < _SNAPSHOT_PAGE:
+                break
+        while left:
+            yield await self._left_round(heapq.heappop(left)[1])
+
+    async def _read_page(self, execution_id: str | None, after: Keyset | None) -> SnapshotPage:
+        floor = await self._runtime.last_event_seq()
+        records = await self._runtime.list_rounds(
+            execution_id=execution_id,
+            statuses=[ManagedInputStatus.PENDING],
+            after=after,
+            limit=_SNAPSHOT_PAGE,
+            principal=self._principal,
+        )
+        return SnapshotPage(floor, records, [pending_round_message(r) for r in records])
+
+    async def _left_round(
+        self, round_id: str
+    ) -> tuple[ManagedInputRecord, elicitation_pb2.PendingElicitationRound]:
+        record = await self._runtime.get_round(round_id)
+        return record, pending_round_message(record)
 
     async def _changes(
         self, after: int, upto: int, execution_id: str | None
@@ -246,9 +336,13 @@ class _Stream:
         return became, left
 
     @staticmethod
-    def _snapshot_event(cursor: Cursor, record: ManagedInputRecord) -> WatchEvent:
+    def _snapshot_event(
+        cursor: Cursor,
+        record: ManagedInputRecord,
+        message: elicitation_pb2.PendingElicitationRound,
+    ) -> WatchEvent:
         position = Cursor(cursor.seq, cursor.execution_id, _keyset(record))
-        return events.round_pending_message(cursor_token(position), record)
+        return WatchEvent(cursor=cursor_token(position), round_pending=message)
 
     # -- live ---------------------------------------------------------------------------
 

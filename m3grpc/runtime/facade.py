@@ -515,6 +515,12 @@ class Runtime:
                 ),
             )
             answered = str(submission.row.get("execution_id", ""))
+            if (
+                self._pool is not None
+                and not submission.replayed
+                and submission.row.get("owner_id") is None
+            ):
+                self._pool.wake()  # a released (parked) execution: claim it now
             span.set_attribute("m3.execution_id", answered)
             span.set_attribute("m3.round.status", submission.status.value)
             span.set_attribute("m3.replayed", submission.replayed)

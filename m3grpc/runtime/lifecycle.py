@@ -111,6 +111,14 @@ class Lifecycle:
             execution_id=execution_id,
         )
 
+    def parked(self, execution_id: str, round_id: str) -> None:
+        self.emit(
+            "execution.parked",
+            f"execution {execution_id} parked: round {round_id} waits for its answer",
+            execution_id=execution_id,
+            round_id=round_id,
+        )
+
     def recovered(self, kind: str, execution_id: str, round_id: str | None = None) -> None:
         what = f"round {round_id}" if round_id else f"execution {execution_id}"
         self.emit(

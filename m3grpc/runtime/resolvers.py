@@ -121,6 +121,11 @@ class WorkerSlot(Protocol):
 
     def answered(self, round_id: str) -> None: ...
 
+    def parked(self) -> None:
+        """The store released the execution to wait for its answer with no worker:
+        its task ends (cancelled), holding nothing of it any more."""
+        ...
+
     async def ensure_lease(self) -> None:
         """Renew the execution's lease now if it lapsed (the loop stalled past it)."""
         ...
@@ -142,8 +147,12 @@ class ManagedInputResolver(InFlight):
         slot: WorkerSlot | None = None,
         resumed: ManagedInputRecord | None = None,
         lifecycle: Lifecycle | None = None,
+        park_after: float | None = None,
     ) -> None:
         self._lifecycle = lifecycle or Lifecycle()
+        # Seconds a resumable round waits here before the execution is parked (with a
+        # worker slot only); None: it waits here until answered.
+        self._park_after = park_after if slot is not None else None
         self._store = store
         # A released execution's round this worker adopted: the harness hands it
         # back (same operation and round_index) and it is awaited, not created.
@@ -313,8 +322,11 @@ class ManagedInputResolver(InFlight):
         created = None  # not kept while the round waits
         if self._slot is not None:
             self._slot.awaiting(pending.round_id, sent_on_return)
+        park_at = None
+        if resumable and self._park_after is not None:
+            park_at = asyncio.get_running_loop().time() + self._park_after
         try:
-            responses = await self._wait_without_slot(pending, registered)
+            responses = await self._wait_without_slot(pending, registered, park_at)
         finally:
             if self._slot is not None:
                 self._slot.answered(pending.round_id)
@@ -561,7 +573,10 @@ class ManagedInputResolver(InFlight):
             self._open_resumable = False
 
     async def _wait_without_slot(
-        self, pending: PendingElicitationRound, registered: asyncio.Future[object] | None
+        self,
+        pending: PendingElicitationRound,
+        registered: asyncio.Future[object] | None,
+        park_at: float | None = None,
     ) -> Mapping[str, ElicitationResponse]:
         """Wait for the response holding no worker slot; take one again (first in
         line) before the answer is delivered."""
@@ -569,7 +584,7 @@ class ManagedInputResolver(InFlight):
             return await self._wait_for_response(pending, registered)
         self._slot.pause()
         try:
-            responses = await self._wait_for_response(pending, registered)
+            responses = await self._wait_for_response(pending, registered, park_at)
         except asyncio.CancelledError:
             self._slot.leave()  # stopping: no slot to wait for
             raise
@@ -580,17 +595,26 @@ class ManagedInputResolver(InFlight):
         return responses
 
     async def _wait_for_response(
-        self, pending: PendingElicitationRound, registered: asyncio.Future[object] | None
+        self,
+        pending: PendingElicitationRound,
+        registered: asyncio.Future[object] | None,
+        park_at: float | None = None,
     ) -> Mapping[str, ElicitationResponse]:
         with self._poll.round(pending.round_id):
-            return await self._await_response(pending, registered)
+            return await self._await_response(pending, registered, park_at)
 
     async def _await_response(
-        self, pending: PendingElicitationRound, registered: asyncio.Future[object] | None
+        self,
+        pending: PendingElicitationRound,
+        registered: asyncio.Future[object] | None,
+        park_at: float | None = None,
     ) -> Mapping[str, ElicitationResponse]:
         """The round's responses once validated. `registered`: a wake-up registered
-        before the round was created (it is PENDING until that fires: no first read)."""
+        before the round was created (it is PENDING until that fires: no first read).
+        `park_at` (the loop's clock): when the execution is parked if the round is
+        still pending then (see `_park`)."""
         round_id = pending.round_id
+        loop = asyncio.get_running_loop()
         while True:
             unread = registered is not None
             wake = registered if registered is not None else self._notifier.register(round_id)
@@ -618,6 +642,12 @@ class ManagedInputResolver(InFlight):
                         await self._expire(pending)
                         continue  # a response won the race: read it
                     timeout = min(timeout, remaining)
+                if park_at is not None:
+                    if not unread and loop.time() >= park_at:  # read pending just now
+                        await self._park(pending)  # returns only if it was not parked
+                        park_at = loop.time() + (self._park_after or 0.0)  # try again later
+                        continue
+                    timeout = min(timeout, max(park_at - loop.time(), 0.0))
                 await wait_for(wake, timeout)
                 # This process's Respond hands over the answer it committed: no read back.
                 answered = woken_with(wake)
@@ -633,6 +663,27 @@ class ManagedInputResolver(InFlight):
                     return answered.responses
             finally:
                 self._notifier.unregister(round_id, wake)
+
+    async def _park(self, pending: PendingElicitationRound) -> None:
+        """Release the execution to wait for the round's answer with no worker (the
+        store's `park`: the round still pending, no cancel asked), then end its task:
+        the process holds nothing of it while it waits, and the worker that claims it
+        once it is answered (or its deadline passed) adopts the round. Returns if the
+        store did not park it (answered meanwhile: the wait goes on and finds it)."""
+        try:
+            parked = await offload(self._store.park, self._execution_id, self._lease.lease)
+        except M3Error:  # the database, or a lost lease (its renewal acts on that)
+            return
+        if not parked:
+            return
+        self._lifecycle.parked(self._execution_id, pending.round_id)
+        self._end_round_span(pending.round_id, "parked")
+        self.open_round_id, self._open_operation_id = None, None
+        self._open_resumable = False
+        assert self._slot is not None
+        self._slot.parked()
+        await asyncio.sleep(0)  # the task's cancel is delivered here
+        raise asyncio.CancelledError  # (a slot that did not cancel: the same end)
 
     def _delivery_started(self, record: ManagedInputRecord) -> bool:
         """A Respond here started the round's delivery for this worker with its answer

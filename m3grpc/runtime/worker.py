@@ -61,6 +61,8 @@ log = logging.getLogger(__name__)
 _RELEASED = "worker_released"
 # The stop reason (and failure code) of an execution whose lease a renewal found lost.
 _LEASE_LOST = "lease_lost"
+# The stop reason of an execution parked while its round waits for an answer.
+_PARKED = "parked"
 # At most this many claims at once while more executions are queued (see _claim_loop).
 _CLAIM_BATCH = 8
 
@@ -83,6 +85,11 @@ class WorkerSettings:
     recovery_interval: float | None = None
     # The deadline of a managed round whose spec sets no round_timeout; None: none.
     default_round_timeout: timedelta | None = None
+    # How long a resumable round (2026-07-28) waits for its answer in this process
+    # before its execution is parked: released, so that it costs only its rows while
+    # it waits (no task, no lease), and claimed again once answered (or at its
+    # deadline). None: never parked.
+    park_after: float | None = 2.0
 
 
 class WorkerPool:
@@ -445,6 +452,16 @@ class WorkerPool:
             self._waiting.add(execution_id)
             self._freed()
 
+    def _parked(self, execution_id: str) -> None:
+        """The execution's task ends as parked, unless it is stopping already."""
+        if execution_id not in self._stop_reasons:
+            self._stop_reasons[execution_id] = (
+                ExecutionOutcome.FAILED,
+                _PARKED,
+                "parked while its round waits for an answer",
+            )
+            self.cancel(execution_id)
+
     def _leave(self, execution_id: str) -> None:
         """Stop waiting without queueing for a slot (the execution is stopping)."""
         self._waiting.discard(execution_id)
@@ -517,8 +534,13 @@ class WorkerPool:
             self._resolvers[execution_id] = resolver
             result = await self._execute(execution_id, spec, task, resolver)
             if result is None:
-                log.info("execution %s released: its round waits for the next worker", execution_id)
-                span.set_attribute("m3.outcome", "released")
+                parked = self._stop_reasons.get(execution_id, (None, None, None))[1] == _PARKED
+                if not parked:
+                    log.info(
+                        "execution %s released: its round waits for the next worker",
+                        execution_id,
+                    )
+                span.set_attribute("m3.outcome", "parked" if parked else "released")
                 return
             span.set_attribute("m3.outcome", result.outcome.value)
             if result.failure_code:
@@ -588,6 +610,8 @@ class WorkerPool:
                 execution_id,
                 (ExecutionOutcome.CANCELLED, "cancelled", "the execution was cancelled"),
             )
+            if code == _PARKED:
+                return None  # the store released it (see ManagedInputResolver._park)
             if code == _RELEASED:
                 if isinstance(resolver, ManagedInputResolver) and await resolver.release():
                     return None
@@ -729,6 +753,7 @@ class WorkerPool:
             slot=_Slot(self, execution_id),
             resumed=resumed,
             lifecycle=self.lifecycle,
+            park_after=self._settings.park_after,
         )
 
     def prepare(self, execution_id: str, document: dict[str, Any]) -> Prepared:
@@ -808,6 +833,10 @@ class _Slot:
     async def resume(self) -> None:
         await self._pool._resume(self._execution_id)
         await self.ensure_lease()
+
+    def parked(self) -> None:
+        """The store released the execution to wait for its answer: end its task."""
+        self._pool._parked(self._execution_id)
 
     async def ensure_lease(self) -> None:
         await self._pool._ensure_lease(self._execution_id)

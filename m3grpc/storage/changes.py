@@ -7,8 +7,9 @@ connection that LISTENs on the channel and hands every change to a callback
 on its own thread; when the connection drops it says so and reconnects, and
 the caller falls back to polling meanwhile (notifications sent while nobody
 listened are lost, so the caller re-reads what it waits for on every state
-change). SQLite has no such mechanism: there `announce` only hands the change to this
-process's change listeners after the commit (`m3grpc.storage.engine`), which
+change). SQLite has no such mechanism: there `announce` only notes the change for this
+process's change listeners after the commit (`CHANGES`, read by
+m3grpc/storage/commit_listeners.py), which
 the worker processes of one `m3grpc serve` pass to one another
 (m3grpc/runtime/local_wakes.py); other processes poll.
 """
@@ -25,7 +26,8 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
-from m3grpc.storage.engine import note_change
+from m3grpc.storage import commit_notes
+from m3grpc.storage.commit_notes import NoteKind
 
 log = logging.getLogger(__name__)
 
@@ -49,11 +51,16 @@ class Change:
     round_id: str | None = None
 
 
+# The changes a transaction announced, for this process's change listeners after
+# its commit (where the database has no notification of its own: SQLite).
+CHANGES: NoteKind[Change] = NoteKind("changes")
+
+
 def announce(conn: Connection, change: Change) -> None:
     """Notify listeners of `change` when the caller's transaction commits (PostgreSQL;
-    elsewhere this process's change listeners, if any: m3grpc.storage.engine)."""
+    elsewhere this process's change listeners: m3grpc.storage.commit_listeners)."""
     if conn.dialect.name != "postgresql":
-        note_change(conn, change)
+        commit_notes.note(conn, CHANGES, change)
         return
     payload = json.dumps([change.kind, change.execution_id, change.round_id])
     conn.execute(_NOTIFY, {"channel": CHANNEL, "payload": payload})

@@ -17,6 +17,13 @@ through the busy timeout.
 PostgreSQL: the same statements; read-then-write transactions lock their rows
 with `SELECT ... FOR UPDATE`.
 
+The engine knows nothing of what its transactions store: what a commit sets off
+in this process (handing the appended events to the log's reader, waking
+watchers, passing changes to other worker processes) is registered with it from
+above as commit hooks (`add_commit_hook`), which get what the transaction noted
+for them (`m3grpc/storage/commit_notes.py`). The schema is put in place above it
+too (`m3grpc/storage/store_engine.py`).
+
 Storage faults become typed errors here, the one place every transaction passes
 through: lock contention past the busy timeout (or a PostgreSQL serialization
 failure) is a ManagedInputConflict (ABORTED), and a database that is unreachable,
@@ -32,11 +39,11 @@ import functools
 import logging
 import os
 import sqlite3
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 from weakref import WeakKeyDictionary
 
 import sqlalchemy as sa
@@ -53,19 +60,9 @@ from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from sqlalchemy.pool import PoolProxiedConnection, QueuePool
 
 from m3grpc.errors import ConflictKind, ManagedInputConflict, StorageUnavailableError
-from m3grpc.storage import appended
+from m3grpc.storage import commit_notes
+from m3grpc.storage.commit_notes import CommitNotes
 from m3grpc.storage.group_commit import BeginWouldWait, GroupCommit, GroupFailed
-from m3grpc.storage.schema import metadata
-from m3grpc.storage.schema_version import (
-    REVISIONS,
-    SchemaState,
-    SchemaVersionError,
-    read_schema_status,
-    stamp,
-)
-
-if TYPE_CHECKING:
-    from m3grpc.storage.events import StoredEvent
 
 log = logging.getLogger(__name__)
 
@@ -96,28 +93,6 @@ SQLITE_POOL_SIZE = 16
 # that sees a new commit anyway, so a small one costs no speed (issue 11: RSS with
 # 1,000 executions paused, bench/compare.py --scale 1000).
 SQLITE_CACHE_KIB = 512
-
-
-def create_store_engine(
-    database: str | os.PathLike[str],
-    *,
-    busy_timeout_ms: int = 5000,
-    sqlite_synchronous: SQLiteSynchronous = "FULL",
-) -> Engine:
-    """Create an engine for `database` (a URL or an SQLite path) and its schema.
-
-    Raises SchemaVersionError when the database holds a schema this version does
-    not run on (see m3grpc/storage/schema_version.py).
-    """
-    engine = open_engine(
-        database, busy_timeout_ms=busy_timeout_ms, sqlite_synchronous=sqlite_synchronous
-    )
-    try:
-        ensure_schema(engine)
-    except BaseException:
-        dispose_engine(engine)
-        raise
-    return engine
 
 
 def open_engine(
@@ -167,37 +142,6 @@ def _configure_sqlite(engine: Engine, busy_timeout_ms: int, synchronous: str) ->
             cursor.close()
 
 
-def ensure_schema(engine: Engine, revisions: Sequence[str] = REVISIONS) -> None:
-    """Create the schema in an empty database, or check that it is current.
-
-    An empty database gets the head schema and its revision stamp in one
-    transaction; M3 tables from before migrations are adopted when they match the
-    head schema. A schema that is behind (or ahead) raises SchemaVersionError:
-    `m3grpc db upgrade` migrates it, never a store on its own. Safe when several
-    processes start at once (SQLite: BEGIN IMMEDIATE; PostgreSQL: an advisory lock).
-
-    A current schema is read and left without the write lock: a store opening a database
-    that another process writes (a worker process, a replica) does not wait for its
-    writes, nor fail when one holds the lock past the busy timeout.
-    """
-    with read_transaction(engine) as conn:
-        if read_schema_status(conn, revisions).state is SchemaState.CURRENT:
-            return
-    with write_transaction(engine) as conn:
-        lock_schema(conn)
-        status = read_schema_status(conn, revisions)
-        if status.state is SchemaState.EMPTY:
-            metadata.create_all(conn)
-            stamp(conn, status.head)
-        elif status.state is SchemaState.UNVERSIONED:
-            # Alembic is imported only here, for databases made before migrations.
-            from m3grpc.storage.migrate import adopt_unversioned
-
-            adopt_unversioned(conn)
-        elif not status.servable:
-            raise SchemaVersionError(status.describe())
-
-
 def lock_schema(conn: Connection) -> None:
     """Serialise schema changes across processes for the rest of the transaction.
 
@@ -210,90 +154,25 @@ def lock_schema(conn: Connection) -> None:
 # SQLite engines: the in-process turn and group commit of write transactions.
 _WRITE_GROUPS: WeakKeyDictionary[Engine, GroupCommit] = WeakKeyDictionary()
 
-CommitListener = Callable[[], None]
-_COMMIT_LISTENERS: WeakKeyDictionary[Engine, list[CommitListener]] = WeakKeyDictionary()
-# Called only after commits that appended to the event log (`note_events_appended`).
-_EVENTS_LISTENERS: WeakKeyDictionary[Engine, list[CommitListener]] = WeakKeyDictionary()
-# Set in a write transaction's connection info by `note_events_appended`; cleared
-# when a write transaction begins and read when it commits.
-_EVENTS_APPENDED = "m3.events_appended"
-# Called after commits with the changes they announced (`note_change`), where the
-# database has no cross-process notification of its own (SQLite's worker processes
-# wake one another with them: m3grpc/runtime/local_wakes.py).
-ChangeListener = Callable[[list[Any]], None]
-_CHANGE_LISTENERS: WeakKeyDictionary[Engine, list[ChangeListener]] = WeakKeyDictionary()
-# Set in a write transaction's connection info by `note_change`, like the events mark.
-_CHANGES = "m3.changes"
+# Called after every committed write transaction with what it noted
+# (m3grpc.storage.commit_notes): what a commit sets off is registered from above.
+CommitHook = Callable[[CommitNotes], None]
+_COMMIT_HOOKS: WeakKeyDictionary[Engine, list[CommitHook]] = WeakKeyDictionary()
 
 
-def note_events_appended(conn: Connection) -> None:
-    """Record that the caller's write transaction appends to the event log, so its
-    commit calls the events listeners. (A write rolled back to its savepoint in a
-    group may leave the mark: one needless call, never a missed one.)"""
-    conn.info[_EVENTS_APPENDED] = True
+def add_commit_hook(engine: Engine, hook: CommitHook) -> None:
+    """Call `hook` after every committed write transaction on `engine`, with its notes.
 
-
-def note_change(conn: Connection, change: object) -> None:
-    """Record a change the caller's write transaction announces, for the change
-    listeners its commit calls (nothing when the engine has none)."""
-    if _CHANGE_LISTENERS.get(conn.engine):
-        conn.info.setdefault(_CHANGES, []).append(change)
-
-
-def add_change_listener(engine: Engine, listener: ChangeListener) -> None:
-    """Call `listener` after every committed write transaction on `engine` that
-    announced changes (`note_change`), with them, on the committing thread; like
-    a commit listener otherwise. (A write rolled back to its savepoint in a group
-    may leave its change: a needless wake-up, never a missed one.)"""
-    _CHANGE_LISTENERS.setdefault(engine, []).append(listener)
-
-
-def remove_change_listener(engine: Engine, listener: ChangeListener) -> None:
-    listeners = _CHANGE_LISTENERS.get(engine, [])
-    if listener in listeners:
-        listeners.remove(listener)
-
-
-def add_events_listener(engine: Engine, listener: CommitListener) -> None:
-    """Call `listener` after every committed write transaction on `engine` that
-    appended to the event log; like a commit listener otherwise. Commits that
-    appended nothing (claims, lease renewals, heartbeats) call nothing, so a reader
-    of the log is not woken to find nothing new."""
-    _EVENTS_LISTENERS.setdefault(engine, []).append(listener)
-
-
-def remove_events_listener(engine: Engine, listener: CommitListener) -> None:
-    listeners = _EVENTS_LISTENERS.get(engine, [])
-    if listener in listeners:
-        listeners.remove(listener)
-
-
-# Called with the events a committed write transaction appended (SQLite), before
-# the events listeners, so what they wake finds the events handed over already.
-AppendedListener = Callable[[list["StoredEvent"]], None]
-_APPENDED_LISTENERS: WeakKeyDictionary[Engine, list[AppendedListener]] = WeakKeyDictionary()
-
-
-def add_appended_listener(engine: Engine, listener: AppendedListener) -> None:
-    """Call `listener` with the events (in `seq` order) of every committed write
-    transaction on `engine` that appended some, on the committing thread; on
-    SQLite only (elsewhere it is never called: read the log). Quick, never raising."""
-    _APPENDED_LISTENERS.setdefault(engine, []).append(listener)
-
-
-def remove_appended_listener(engine: Engine, listener: AppendedListener) -> None:
-    listeners = _APPENDED_LISTENERS.get(engine, [])
-    if listener in listeners:
-        listeners.remove(listener)
-
-
-def add_commit_listener(engine: Engine, listener: CommitListener) -> None:
-    """Call `listener` after every committed write transaction on `engine`.
-
-    It runs on the committing thread, after the commit is visible to readers;
-    it must be quick and must not raise (the runtime uses it to wake watchers).
+    It runs on the committing thread (a loop group's: on the loop's thread), after
+    the commit is visible to readers; it must be quick and must not raise.
     """
-    _COMMIT_LISTENERS.setdefault(engine, []).append(listener)
+    _COMMIT_HOOKS.setdefault(engine, []).append(hook)
+
+
+def remove_commit_hook(engine: Engine, hook: CommitHook) -> None:
+    hooks = _COMMIT_HOOKS.get(engine, [])
+    if hook in hooks:
+        hooks.remove(hook)
 
 
 def dispose_engine(engine: Engine) -> None:
@@ -312,21 +191,10 @@ def queued_writers(engine: Engine) -> int:
 
 
 def _committed(engine: Engine, conn: Connection) -> None:
-    """After a commit on `conn` (its connection info still holds the events mark)."""
-    appended_any = conn.info.pop(_EVENTS_APPENDED, False)
-    events = appended.take(conn)
-    if events:
-        for handed in _APPENDED_LISTENERS.get(engine, ()):
-            handed(events)
-    changes = conn.info.pop(_CHANGES, None)
-    for listener in _COMMIT_LISTENERS.get(engine, ()):
-        listener()
-    if appended_any:
-        for listener in _EVENTS_LISTENERS.get(engine, ()):
-            listener()
-    if changes:
-        for change_listener in _CHANGE_LISTENERS.get(engine, ()):
-            change_listener(changes)
+    """After a commit on `conn` (its connection info still holds the notes)."""
+    notes = commit_notes.take(conn)
+    for hook in _COMMIT_HOOKS.get(engine, ()):
+        hook(notes)
 
 
 def _begin_write(
@@ -339,9 +207,7 @@ def _begin_write(
     event loop's writers begin on the loop's thread): BeginWouldWait instead."""
     conn = engine.connect() if held is None else Connection(engine, connection=held)
     try:
-        conn.info.pop(_EVENTS_APPENDED, None)  # left by a transaction that rolled back
-        appended.take(conn)
-        conn.info.pop(_CHANGES, None)
+        commit_notes.clear(conn)  # left by a transaction that rolled back
         if wait:
             _sqlite_begin(conn, write=True)
         else:
@@ -369,12 +235,6 @@ def _sqlite_begin_now(conn: Connection) -> None:
         driver.execute(f"PRAGMA busy_timeout = {int(timeout_ms)}")  # type: ignore[union-attr]
 
 
-def remove_commit_listener(engine: Engine, listener: CommitListener) -> None:
-    listeners = _COMMIT_LISTENERS.get(engine, [])
-    if listener in listeners:
-        listeners.remove(listener)
-
-
 @contextmanager
 def write_transaction(engine: Engine) -> Iterator[Connection]:
     """A read-then-write transaction (BEGIN IMMEDIATE on SQLite), committed on exit.
@@ -389,9 +249,7 @@ def write_transaction(engine: Engine) -> Iterator[Connection]:
                 yield conn
         else:
             with engine.connect() as conn:
-                conn.info.pop(_EVENTS_APPENDED, None)  # left by a transaction that rolled back
-                appended.take(conn)
-                conn.info.pop(_CHANGES, None)
+                commit_notes.clear(conn)  # left by a transaction that rolled back
                 with conn.begin():
                     yield conn
                 _committed(engine, conn)

@@ -10,9 +10,9 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Row
 
-from m3grpc.storage import appended
+from m3grpc.storage import commit_notes
 from m3grpc.storage.changes import Change, announce
-from m3grpc.storage.engine import note_events_appended
+from m3grpc.storage.commit_notes import NoteKind
 from m3grpc.storage.schema import events, executions, from_micros, to_micros
 from m3grpc.storage.statements import INSERT_EVENT
 
@@ -52,6 +52,13 @@ class OwnedEvent:
     principal: str | None
 
 
+# The events a transaction appended, one note each, for this process's reader of the
+# log after its commit (m3grpc.storage.commit_listeners): the event itself where
+# the insert returns its `seq` (SQLite), so the reader is handed what was committed
+# instead of reading it back; None elsewhere (the reader reads the log).
+APPENDED: NoteKind[StoredEvent | None] = NoteKind("appended events")
+
+
 def append_event(
     conn: Connection,
     kind: EventKind,
@@ -63,7 +70,7 @@ def append_event(
 ) -> None:
     """Append one event inside the caller's transaction; other replicas hear of
     it when the transaction commits (PostgreSQL NOTIFY, m3grpc.storage.changes),
-    this process's events listeners are called after the commit."""
+    this process's events listeners are called after the commit (`APPENDED`)."""
     if conn.dialect.name == "postgresql":
         conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": _EVENT_LOCK_KEY})
     seq = INSERT_EVENT.insert_rowid(
@@ -76,11 +83,12 @@ def append_event(
             "created_at": created_at,
         },
     )
+    appended: StoredEvent | None = None
     if seq is not None:  # SQLite: handed to this process's reader after the commit
         stored_at = from_micros(to_micros(created_at))  # as a read would return it
-        appended.note(conn, StoredEvent(seq, kind, execution_id, round_id, status, stored_at))
+        appended = StoredEvent(seq, kind, execution_id, round_id, status, stored_at)
+    commit_notes.note(conn, APPENDED, appended)  # its commit wakes the log's readers
     announce(conn, Change(kind.value, execution_id, round_id))
-    note_events_appended(conn)  # its commit wakes this process's readers of the log
 
 
 def read_events(

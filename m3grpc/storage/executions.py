@@ -14,7 +14,7 @@ import os
 import shutil
 import tempfile
 import uuid
-from collections.abc import Callable, Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -38,20 +38,14 @@ from m3grpc.storage.changes import (
     announce,
 )
 from m3grpc.storage.clock import Clock, checked_clock, read_clock
+from m3grpc.storage.commit_listeners import CommitListeners, discard
 from m3grpc.storage.encryption import ResponseCipher
 from m3grpc.storage.engine import (
     SQLiteSynchronous,
-    add_appended_listener,
-    add_change_listener,
-    add_commit_listener,
-    add_events_listener,
-    create_store_engine,
+    add_commit_hook,
     dispose_engine,
     read_transaction,
-    remove_appended_listener,
-    remove_change_listener,
-    remove_commit_listener,
-    remove_events_listener,
+    remove_commit_hook,
     write_transaction,
 )
 from m3grpc.storage.events import (
@@ -65,9 +59,10 @@ from m3grpc.storage.handover import adopt_rounds, open_rounds, release_execution
 from m3grpc.storage.identifiers import require_identifier
 from m3grpc.storage.managed_input import RoundSettle, SqlManagedInputStore
 from m3grpc.storage.operations import earned_outcome, record_operation, stored_operations
-from m3grpc.storage.schema import executions, rounds
+from m3grpc.storage.schema import RELEASED_ANSWERED, RELEASED_PENDING, executions, rounds
 from m3grpc.storage.sealed_rows import check_keys
 from m3grpc.storage.statements import RowLike
+from m3grpc.storage.store_engine import create_store_engine
 from m3grpc.storage.tokens import new_lease_token
 from m3grpc.storage.transitions import (
     DEADLINE_FAILURE_CODE,
@@ -96,31 +91,61 @@ _RENEW_CHUNK = 500
 # The state create_execution inserts an execution in.
 _CREATED = EXECUTION_RULE["create_execution"].creates()
 # What claim_next may take: a queued execution, or a released one (waiting for
-# input with no worker, see m3grpc.storage.handover).
-_CLAIMABLE = sa.or_(
-    statements.one_of(executions.c.lifecycle, EXECUTION_RULE["claim_next"].open_states()),
-    sa.and_(
-        statements.one_of(executions.c.lifecycle, EXECUTION_RULE["claim_released"].open_states()),
-        executions.c.worker_owner_id.is_(None),
-    ),
-)
+# input with no worker, see m3grpc.storage.handover) whose round a worker must now
+# act on: answered, or past its deadline. A released round waiting for its answer (a
+# parked execution) is not claimed: it costs only its rows until a Respond, or its
+# deadline. Each kind is found through an index of its own.
+_QUEUED = statements.one_of(executions.c.lifecycle, EXECUTION_RULE["claim_next"].open_states())
+_ORDER = (executions.c.created_at, executions.c.execution_id)
 
-# claim_next's statements, built once (see m3grpc.storage.statements).
-_NEXT_CLAIMABLE_SELECT = (
-    sa.select(executions)
-    .where(_CLAIMABLE)
-    .order_by(executions.c.created_at, executions.c.execution_id)
-    .limit(1)
+
+def _released(columns: Sequence[sa.ColumnClause[Any]], sqlite: bool, tail: str) -> Any:
+    """The executions of released rounds answered or past their deadline (`now`),
+    from the rounds' index by (status, owner, deadline): on SQLite named, and first in
+    the join (CROSS JOIN keeps the order), as its planner, without statistics, would
+    rather walk every waiting execution."""
+
+    def hint(index: str) -> str:
+        return f" INDEXED BY {index}" if sqlite else ""
+
+    states = ", ".join(f"'{state}'" for state in EXECUTION_RULE["claim_released"].open_states())
+    names = ", ".join(f"{executions.name}.{column.name}" for column in columns)
+    return (
+        sa.text(
+            f"SELECT {names} FROM ("
+            f"SELECT execution_id FROM {rounds.name}{hint('ix_m3_rounds_released')}"
+            f" WHERE {RELEASED_ANSWERED}"
+            f" UNION ALL SELECT execution_id FROM {rounds.name}"
+            f"{hint('ix_m3_rounds_released')}"
+            f" WHERE {RELEASED_PENDING} AND deadline <= :now"
+            f") AS woken {'CROSS JOIN' if sqlite else 'JOIN'} {executions.name}"
+            f" ON {executions.name}.execution_id = woken.execution_id"
+            f" WHERE {executions.name}.lifecycle IN ({states})"
+            f" AND {executions.name}.worker_owner_id IS NULL {tail}"
+        )
+        .bindparams(sa.bindparam("now", type_=rounds.c.deadline.type))
+        .columns(*columns)
+    )
+
+
+_BY_AGE = "ORDER BY m3_executions.created_at, m3_executions.execution_id LIMIT 1"
+
+# claim_next's statements, built once (see m3grpc.storage.statements): the oldest
+# queued execution and the oldest woken released one.
+_NEXT_QUEUED_SELECT = sa.select(executions).where(_QUEUED).order_by(*_ORDER).limit(1)
+_NEXT_QUEUED = statements.Prepared(_NEXT_QUEUED_SELECT)
+_NEXT_QUEUED_LOCKED = statements.Prepared(_NEXT_QUEUED_SELECT.with_for_update(skip_locked=True))
+_NEXT_RELEASED = statements.Prepared(_released(list(executions.c), True, _BY_AGE))
+_NEXT_RELEASED_LOCKED = statements.Prepared(
+    _released(list(executions.c), False, f"{_BY_AGE} FOR UPDATE OF m3_executions SKIP LOCKED")
 )
-_NEXT_CLAIMABLE = statements.Prepared(_NEXT_CLAIMABLE_SELECT)
-_NEXT_CLAIMABLE_LOCKED = statements.Prepared(
-    _NEXT_CLAIMABLE_SELECT.with_for_update(skip_locked=True)
-)
-# Unlocked: on PostgreSQL it may see a row another claim is taking (one extra
+# Unlocked: on PostgreSQL they may see a row another claim is taking (one extra
 # claim then finds nothing), never miss one.
-_ANY_CLAIMABLE = statements.Prepared(
-    sa.select(executions.c.execution_id).where(_CLAIMABLE).limit(1)
-)
+_ANY_QUEUED = statements.Prepared(sa.select(executions.c.execution_id).where(_QUEUED).limit(1))
+_ANY_RELEASED = {
+    sqlite: statements.Prepared(_released([executions.c.execution_id], sqlite, "LIMIT 1"))
+    for sqlite in (True, False)
+}
 
 # settled()'s reads, built once: a statement built per call cost more CPU than
 # running it (SQLAlchemy derives a new statement's cache key); the IDs are one
@@ -296,6 +321,9 @@ class SqlExecutionStore:
             dispose_engine(self._engine)
             raise
         self._managed_input_store: SqlManagedInputStore | None = None
+        # Every write on the engine, through this store or its managed-input store.
+        self._listeners = CommitListeners()
+        add_commit_hook(self._engine, self._listeners)
 
     @property
     def managed_input_store(self) -> SqlManagedInputStore:
@@ -308,36 +336,36 @@ class SqlExecutionStore:
 
     def add_commit_listener(self, listener: Callable[[], None]) -> None:
         """Call `listener` after every write this process commits to the store."""
-        add_commit_listener(self._engine, listener)
+        self._listeners.commits.append(listener)
 
     def remove_commit_listener(self, listener: Callable[[], None]) -> None:
-        remove_commit_listener(self._engine, listener)
+        discard(self._listeners.commits, listener)
 
     def add_events_listener(self, listener: Callable[[], None]) -> None:
         """Call `listener` after every write this process commits that appended to
         the event log (not after claims, lease renewals and other silent writes)."""
-        add_events_listener(self._engine, listener)
+        self._listeners.events.append(listener)
 
     def remove_events_listener(self, listener: Callable[[], None]) -> None:
-        remove_events_listener(self._engine, listener)
+        discard(self._listeners.events, listener)
 
     def add_appended_listener(self, listener: Callable[[list[StoredEvent]], None]) -> None:
         """Call `listener` with the events of every write this process commits that
         appended some, in `seq` order, on the committing thread, before the events
         listeners; SQLite only (elsewhere never: read the log)."""
-        add_appended_listener(self._engine, listener)
+        self._listeners.appended.append(listener)
 
     def remove_appended_listener(self, listener: Callable[[list[StoredEvent]], None]) -> None:
-        remove_appended_listener(self._engine, listener)
+        discard(self._listeners.appended, listener)
 
     def add_change_listener(self, listener: Callable[[list[Change]], None]) -> None:
         """Call `listener` after every write this process commits that announced
         changes (SQLite; on PostgreSQL see `change_listener`), with them, on the
         committing thread: it must be quick and must not raise."""
-        add_change_listener(self._engine, listener)
+        self._listeners.changes.append(listener)
 
     def remove_change_listener(self, listener: Callable[[list[Change]], None]) -> None:
-        remove_change_listener(self._engine, listener)
+        discard(self._listeners.changes, listener)
 
     def change_listener(
         self, on_change: Callable[[Change], None], on_live: Callable[[bool], None]
@@ -356,6 +384,7 @@ class SqlExecutionStore:
         return read_clock(self._clock)
 
     def close(self) -> None:
+        remove_commit_hook(self._engine, self._listeners)
         dispose_engine(self._engine)
 
     # -- submission and reads ---------------------------------------------------
@@ -524,25 +553,31 @@ class SqlExecutionStore:
     # -- the worker's side --------------------------------------------------------
 
     def claim_next(self, *, owner_id: str, lease_duration: timedelta) -> ClaimedExecution | None:
-        """Claim the oldest queued or released execution for `owner_id`, or None when
-        there is none. A released execution's round is adopted in the same
-        transaction (see m3grpc.storage.handover)."""
+        """Claim the oldest queued execution, or released one whose round is answered
+        or past its deadline, for `owner_id`; None when there is none. A released
+        execution's round is adopted in the same transaction (see
+        m3grpc.storage.handover); one parked while its round waits for an answer is
+        not claimed until the answer comes."""
         require_identifier(owner_id, "owner_id")
         with write_transaction(self._engine) as conn:
-            query = _NEXT_CLAIMABLE
-            if conn.dialect.name == "postgresql":
-                query = _NEXT_CLAIMABLE_LOCKED
-            row = query.first(conn, {})
-            if row is None:
-                return None
+            locked = conn.dialect.name == "postgresql"
             now = self.now()
+            queued = (_NEXT_QUEUED_LOCKED if locked else _NEXT_QUEUED).first(conn, {})
+            woken = (_NEXT_RELEASED_LOCKED if locked else _NEXT_RELEASED).first(conn, {"now": now})
+            candidates = [found for found in (queued, woken) if found is not None]
+            if not candidates:
+                return None
+            row = min(candidates, key=lambda found: (found.created_at, found.execution_id))
             lifecycle = ExecutionStatus(row.lifecycle)
             released = lifecycle is not ExecutionStatus.QUEUED
             lease = _claim(conn, row.execution_id, lifecycle, owner_id, lease_duration, now)
             if lease is None:
                 return None  # another worker claimed it first; the caller polls again
             resumed = adopt_rounds(conn, row.execution_id, lease, now=now) if released else None
-            more = _ANY_CLAIMABLE.first(conn, {}) is not None
+            more = (
+                _ANY_QUEUED.first(conn, {}) is not None
+                or _ANY_RELEASED[not locked].first(conn, {"now": now}) is not None
+            )
             spec, trace_context = _split_trace_context(row.spec)
             return ClaimedExecution(
                 execution_id=row.execution_id,
@@ -562,6 +597,18 @@ class SqlExecutionStore:
         with write_transaction(self._engine) as conn:
             _row, now = self._guard(conn, execution_id, lease)
             return self._release(conn, execution_id, now=now, lease=lease)
+
+    def park(self, execution_id: str, lease: ManagedInputLease) -> bool:
+        """Let go of a running execution whose one open round is resumable and still
+        pending: it waits for the answer with no worker (m3grpc.storage.handover),
+        and `claim_next` takes it once a Respond answered it. False, and nothing
+        changed, otherwise (answered meanwhile: the worker delivers it itself; a
+        cancel asked meanwhile: the worker acts on it)."""
+        with write_transaction(self._engine) as conn:
+            row, now = self._guard(conn, execution_id, lease)
+            if row.cancel_requested:
+                return False
+            return release_execution(conn, execution_id, now=now, lease=lease, pending_only=True)
 
     def release_expired(self, execution_id: str) -> bool:
         """Recovery's first choice for an execution whose worker's lease expired:

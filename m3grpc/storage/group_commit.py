@@ -54,7 +54,7 @@ from sqlalchemy.engine import Connection, Engine, RootTransaction
 from sqlalchemy.engine.interfaces import DBAPIConnection
 from sqlalchemy.pool import PoolProxiedConnection
 
-from m3grpc.storage import appended
+from m3grpc.storage import commit_notes
 from m3grpc.storage.loop_calls import in_loop_call, suspend
 
 # At most this many writes share a transaction: the first of them waits for all
@@ -549,13 +549,13 @@ def _member(group: _Group) -> Generator[Connection, None, BaseException | None]:
             # Straight to the driver: SQLAlchemy's savepoints cost more than the write.
             driver = _driver(group.conn)
             driver.execute("SAVEPOINT m3_write")
-            events_before = appended.mark(group.conn)
+            noted_before = commit_notes.mark(group.conn)
             try:
                 yield group.conn
             except BaseException as exc:
                 own_error = exc
-                # Its events are undone too: the next member reuses their seqs.
-                appended.drop_after(group.conn, events_before)
+                # What it noted is undone too (the next member reuses its events' seqs).
+                commit_notes.drop_after(group.conn, noted_before)
                 driver.execute("ROLLBACK TO m3_write")
             driver.execute("RELEASE m3_write")
     except BaseException as exc:

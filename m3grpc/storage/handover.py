@@ -5,10 +5,12 @@ the MCP server: the server handed back its `requestState`, M3 stores it with
 the round's requests (and the harness's resume token), and any worker can send
 the retry. So instead of failing closed, such an execution is *released* while
 its round is still pending or answered (`RESUMABLE_ROUND_STATES`): by its worker
-at a graceful shutdown (`release`), or by recovery when its worker's lease
-expired (`release_recovery`). A released execution waits for input with no
-worker (no owner, no lease); the next `claim_next` takes it like a queued one
-and adopts its round (`adopt_round`), so that worker delivers the answer.
+at a graceful shutdown (`release`), or while its round waits for an answer
+(`park`: then the process holds nothing of it, not even a task), or by recovery
+when its worker's lease expired (`release_recovery`). A released execution waits
+for input with no worker (no owner, no lease); once its round is answered (or its
+deadline passed) `claim_next` takes it like a queued one and adopts its round
+(`adopt_round`), so that worker delivers the answer (or fails the round).
 
 Everything else (a legacy `elicitation/create`, a native agent process, a round
 whose retry may have been sent, an execution between rounds) is not resumable
@@ -31,7 +33,7 @@ from m3grpc.storage.transitions import (
     check_round,
     write_round,
 )
-from m3grpc.types import ManagedInputLease
+from m3grpc.types import ManagedInputLease, ManagedInputStatus
 
 
 def open_rounds(conn: Connection, execution_id: str) -> list[Row[Any]]:
@@ -59,13 +61,17 @@ def release_execution(
     *,
     now: datetime,
     lease: ManagedInputLease | None,
+    pending_only: bool = False,
 ) -> bool:
     """Release the execution and its resumable round, inside the caller's
     transaction, after the caller's checks of the execution (its worker's live
     lease; or, `lease` None, recovery: the lease expired). False, and nothing
-    written, when it has no single open round that may pass on."""
+    written, when it has no single open round that may pass on (`pending_only`:
+    that is still pending: one answered meanwhile its worker delivers itself)."""
     found = open_rounds(conn, execution_id)
     if len(found) != 1 or not resumable(found[0]):
+        return False
+    if pending_only and found[0].status != ManagedInputStatus.PENDING.value:
         return False
     method = "release" if lease is not None else "release_recovery"
     move = check_round(ROUND_RULE[method], found[0], now=now, lease=lease)

@@ -41,11 +41,11 @@ from m3grpc.errors import (
     RoundNotFoundError,
 )
 from m3grpc.storage import overdue, statements
+from m3grpc.storage.changes import EXECUTION_QUEUED, Change, announce
 from m3grpc.storage.clock import Clock, checked_clock, read_clock, utc_now
 from m3grpc.storage.encryption import ResponseCipher, open_responses
 from m3grpc.storage.engine import (
     SQLiteSynchronous,
-    create_store_engine,
     read_transaction,
     write_transaction,
 )
@@ -61,6 +61,7 @@ from m3grpc.storage.response_validation import (
 )
 from m3grpc.storage.schema import executions, from_micros, rounds, to_micros
 from m3grpc.storage.statements import RowLike, StoredRow
+from m3grpc.storage.store_engine import create_store_engine
 from m3grpc.storage.tokens import new_lease_token
 from m3grpc.storage.transitions import (
     EXECUTION_RULE,
@@ -526,6 +527,9 @@ class SqlManagedInputStore:
                 response_digest=digest,
                 response_validated_at=now,
             )
+            if row.owner_id is None:
+                # Released (m3grpc.storage.handover): its execution is claimable now.
+                announce(conn, Change(EXECUTION_QUEUED, row.execution_id))
             answered = {**written, "responses": document}
             submission = _submission(answered, replayed=False, pending=pending)
             if start_delivery is None:

@@ -62,6 +62,15 @@ JsonDocument: sa.types.TypeEngine[Any] = sa.JSON().with_variant(PostgresJsonb(),
 
 metadata = sa.MetaData()
 
+# Released rounds (no owner, see m3grpc.storage.handover): answered ones, whose
+# executions a worker must claim now, and pending ones by deadline, whose executions
+# a worker claims when the deadline passes (a parked execution waits for its answer
+# with no worker). The claim finds both through `ix_m3_rounds_released` (status,
+# owner, deadline), written with unqualified names, which are the rounds table's
+# alone where the claim joins it to the executions table.
+RELEASED_ANSWERED = "status = 'response_validated' AND owner_id IS NULL"
+RELEASED_PENDING = "status = 'pending' AND owner_id IS NULL"
+
 executions = sa.Table(
     "m3_executions",
     metadata,
@@ -140,6 +149,7 @@ rounds = sa.Table(
     # The sweep's (m3grpc.storage.overdue): deadlines and leases that run out.
     sa.Index("ix_m3_rounds_status_deadline", "status", "deadline"),
     sa.Index("ix_m3_rounds_status_lease", "status", "lease_expires_at"),
+    sa.Index("ix_m3_rounds_released", "status", "owner_id", "deadline"),
 )
 
 # Append-only: every round transition and execution finish appends one row in

@@ -30,7 +30,7 @@ from m3grpc.storage.schema import metadata
 # database with another application that uses Alembic.
 VERSION_TABLE = "m3_schema_version"
 # Every revision in order, oldest first; the last one is the head.
-REVISIONS: tuple[str, ...] = ("0001", "0002", "0003")
+REVISIONS: tuple[str, ...] = ("0001", "0002", "0003", "0004")
 HEAD_REVISION = REVISIONS[-1]
 
 _version = sa.Table(

@@ -47,8 +47,11 @@ def write_config(
     processes: int = 1,
     poll_interval: float = 0.1,
     listening_poll_interval: float | None = None,
+    park_after: float | None = None,
 ) -> Path:
     workers = [f"pool_size = {pool_size}", f"poll_interval_seconds = {poll_interval}"]
+    if park_after is not None:
+        workers.append(f"park_after_seconds = {park_after}")
     if processes != 1:
         workers.append(f"processes = {processes}")
     if listening_poll_interval is not None:

@@ -306,7 +306,8 @@ def test_resumable_round_of_a_killed_replica_is_answered_through_another(
     outlives its replica: the other one releases it, takes it over and sends
     the retry (see tests/api/test_round_resume.py for the single-service cases)."""
     tmp, ledger = replicas.tmp, replicas.tmp / "ledger.txt"
-    options = {"pool_size": 1, "lease_seconds": SHORT_LEASE}
+    # Not parked while it waits (park_after_seconds): the owner holds it when killed.
+    options = {"pool_size": 1, "lease_seconds": SHORT_LEASE, "park_after": 86_400.0}
     for name in ("owner", "other"):
         config = resume_config(tmp, replicas.database, name=name, **options)
         replicas.processes[name] = ServerProcess(config, tmp / f"{name}.log")

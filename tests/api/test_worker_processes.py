@@ -96,7 +96,8 @@ def round_owners(database: Path) -> dict[str, str]:
 
 def test_two_processes_share_work_and_recover_a_dead_ones(tmp_path: Path) -> None:
     database = tmp_path / "m3.sqlite"
-    config = resume_config(tmp_path, database, pool_size=1, processes=2)
+    # Not parked while they wait (park_after_seconds): each process holds its own.
+    config = resume_config(tmp_path, database, pool_size=1, processes=2, park_after=86_400.0)
     service = ServerProcess(config, tmp_path / "server.log").start()
     stubs = service.stubs()
     try:

@@ -224,6 +224,9 @@ def write_config(path: Path, settings: Settings, url: str) -> Path:
         "pool_size = 4",
         "poll_interval_seconds = 0.1",
         f"lease_seconds = {settings.lease_seconds}",
+        # Resumable rounds stay with their worker while they wait (not parked), so a
+        # kill leaves them to recovery, which the campaign checks.
+        "park_after_seconds = 86400.0",
         f"[servers.{HELD}]",
         f"url = {json.dumps(url)}",
         'protocol = "legacy"',

@@ -17,7 +17,8 @@ import sys
 import threading
 
 from m3grpc.runtime.offload import offload, store_calls_on_loop
-from m3grpc.storage.engine import create_store_engine, write_transaction
+from m3grpc.storage.engine import write_transaction
+from m3grpc.storage.store_engine import create_store_engine
 
 
 def insert(engine: object, row_id: int) -> None:

@@ -11,7 +11,8 @@ from pathlib import Path
 import sqlalchemy as sa
 from sqlalchemy import event
 
-from m3grpc.storage.engine import create_store_engine, read_transaction, write_transaction
+from m3grpc.storage.engine import read_transaction, write_transaction
+from m3grpc.storage.store_engine import create_store_engine
 
 
 def probe_engine(directory: Path) -> Iterator[sa.Engine]:

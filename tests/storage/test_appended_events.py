@@ -1,5 +1,5 @@
 """The events a commit appended are handed to this process's listeners
-(`add_appended_listener`, m3grpc/storage/appended.py) exactly as the log then
+(`add_appended_listener`, m3grpc/storage/commit_listeners.py) exactly as the log then
 reads them back, so WatchPending's reader need not read them: with their
 sequence numbers, and without those of a group-commit member that was rolled
 back to its savepoint (the next member reuses its sequence numbers). On a real

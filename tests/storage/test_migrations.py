@@ -18,13 +18,7 @@ import pytest
 import sqlalchemy as sa
 
 from m3grpc.storage import SqlExecutionStore
-from m3grpc.storage.engine import (
-    create_store_engine,
-    dispose_engine,
-    ensure_schema,
-    open_engine,
-    read_transaction,
-)
+from m3grpc.storage.engine import dispose_engine, open_engine, read_transaction
 from m3grpc.storage.migrate import PACKAGED, Migrations, schema_differences, upgrade_database
 from m3grpc.storage.schema import metadata
 from m3grpc.storage.schema_version import (
@@ -35,6 +29,7 @@ from m3grpc.storage.schema_version import (
     SchemaVersionError,
     read_schema_status,
 )
+from m3grpc.storage.store_engine import create_store_engine, ensure_schema
 
 # The revision after this release's head, as a later release would add it.
 NEXT = f"{int(HEAD_REVISION) + 1:04d}"

@@ -15,10 +15,10 @@ from sqlalchemy.exc import ProgrammingError
 from m3grpc.errors import ConflictKind, ManagedInputConflict, StorageUnavailableError
 from m3grpc.storage.engine import (
     STORAGE_RETRY_SECONDS,
-    create_store_engine,
     read_transaction,
     write_transaction,
 )
+from m3grpc.storage.store_engine import create_store_engine
 
 
 def _engine(tmp_path: Path, busy_timeout_ms: int = 5000) -> sa.Engine:

@@ -36,6 +36,7 @@ S = ManagedInputStatus
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "how-it-works" / "state-machine.md"
 ANSWER = {"shipping_address": ElicitationResponse(action="decline")}
 LEASE = timedelta(seconds=30)
+DEADLINE = timedelta(minutes=10)
 
 
 def page_tables() -> list[list[tuple[str, str, str]]]:
@@ -112,8 +113,10 @@ class Walk:
         assert claimed is not None and claimed.execution_id == execution_id
         self.execution_id = execution_id
         self.lease: ManagedInputLease = claimed.lease
+        # A deadline the walks do not reach, unless one moves the clock past it.
+        round_ = make_round(execution_id, clock, deadline=clock() + DEADLINE)
         self.round_id = store.create_round(
-            make_round(execution_id, clock), lease=self.lease, harness_resume_token="{}"
+            round_, lease=self.lease, harness_resume_token="{}"
         ).round_id
         path = {
             S.RESPONSE_VALIDATED: 1,
@@ -172,8 +175,10 @@ class Walk:
             self.clock.advance(LEASE.total_seconds() + 1)
             refused_unless(self.execution_store.release_expired(self.execution_id))
         elif method == "adopt_round":
-            # Only a released round can be adopted: release it, then claim it.
+            # Only a released round can be adopted: release it, then claim it (a pending
+            # one is claimed once its deadline passed; an answered one at once).
             refused_unless(self.execution_store.release(self.execution_id, lease))
+            self.clock.advance(DEADLINE.total_seconds() + 1)
             claimed = self.execution_store.claim_next(owner_id="adopter", lease_duration=LEASE)
             assert claimed is not None and claimed.resumed_round_id == round_id
         else:

@@ -13,7 +13,7 @@ import sqlalchemy as sa
 
 from m3grpc.errors import ConflictKind, ManagedInputConflict, ManagedInputStateError
 from m3grpc.storage import SqlExecutionStore, SqlManagedInputStore
-from m3grpc.storage.engine import create_store_engine
+from m3grpc.storage.store_engine import create_store_engine
 from m3grpc.types import (
     ExecutionOutcome,
     ExecutionResult,
