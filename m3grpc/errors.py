@@ -94,6 +94,15 @@ class ManagedInputConflict(M3Error):
         self.conflict_kind = conflict_kind
 
 
+class TransactionConflict(ManagedInputConflict):
+    """Lock contention: the transaction was rolled back whole (a PostgreSQL deadlock or
+    serialization victim, an SQLite lock held past the busy timeout), so running it
+    again is safe. A caller sees it as any ManagedInputConflict (ABORTED, retry)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, conflict_kind=ConflictKind.CONCURRENT_UPDATE)
+
+
 class ManagedInputStateError(M3Error):
     """The transition or response is invalid for the round's current state."""
 

@@ -59,7 +59,7 @@ from sqlalchemy.exc import (
 from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from sqlalchemy.pool import PoolProxiedConnection, QueuePool
 
-from m3grpc.errors import ConflictKind, ManagedInputConflict, StorageUnavailableError
+from m3grpc.errors import StorageUnavailableError, TransactionConflict
 from m3grpc.storage import commit_notes
 from m3grpc.storage.commit_notes import CommitNotes
 from m3grpc.storage.group_commit import BeginWouldWait, GroupCommit, GroupFailed
@@ -239,8 +239,9 @@ def _sqlite_begin_now(conn: Connection) -> None:
 def write_transaction(engine: Engine) -> Iterator[Connection]:
     """A read-then-write transaction (BEGIN IMMEDIATE on SQLite), committed on exit.
 
-    Lock contention that outlasts the busy timeout surfaces as a typed, retryable
-    ManagedInputConflict instead of a raw driver error.
+    Lock contention that outlasts the busy timeout (or makes the transaction a
+    deadlock or serialization victim) surfaces as a typed, retryable
+    TransactionConflict (a ManagedInputConflict) instead of a raw driver error.
     """
     groups = _WRITE_GROUPS.get(engine)
     try:
@@ -257,24 +258,17 @@ def write_transaction(engine: Engine) -> Iterator[Connection]:
         # Every write of the failed transaction gets its own typed error.
         cause = failed.__cause__
         if isinstance(cause, DBAPIError) and _is_lock_contention(cause):
-            raise ManagedInputConflict(
-                "a concurrent transaction conflicted; retry",
-                conflict_kind=ConflictKind.CONCURRENT_UPDATE,
-            ) from failed
+            raise TransactionConflict("a concurrent transaction conflicted; retry") from failed
         raise _unavailable(cause if isinstance(cause, Exception) else failed) from failed
     except OperationalError as exc:
         if _is_lock_contention(exc):
-            raise ManagedInputConflict(
-                "the database stayed busy past the busy timeout; retry",
-                conflict_kind=ConflictKind.CONCURRENT_UPDATE,
+            raise TransactionConflict(
+                "the database stayed busy past the busy timeout; retry"
             ) from exc
         raise _unavailable(exc) from exc
     except DBAPIError as exc:
         if _is_lock_contention(exc):
-            raise ManagedInputConflict(
-                "a concurrent transaction conflicted; retry",
-                conflict_kind=ConflictKind.CONCURRENT_UPDATE,
-            ) from exc
+            raise TransactionConflict("a concurrent transaction conflicted; retry") from exc
         if not _is_own_mistake(exc):
             raise _unavailable(exc) from exc
         raise
