@@ -498,7 +498,9 @@ SKIPS: dict[str, str] = {
     ),
     "docs/guides/operating/container.md > Run it in a container > bash[0]": (
         "docker cannot run on this project's machines; tests/docker runs the image's "
-        "entrypoint and the compose configuration, scripts/lint-container.sh lints the files"
+        "entrypoint (with the first round's submit, pending, respond and result against the "
+        "configuration it writes) and the compose configuration, and "
+        "scripts/lint-container.sh lints the files"
     ),
     "clients/typescript/README.md > Development > bash[0]": (
         "the development loop: regenerates committed code and runs the unit tests and the "
