@@ -22,6 +22,7 @@ from collections.abc import Sequence
 
 from m3grpc.api import process_memory
 from m3grpc.cli_remote import add_commands as add_remote_commands
+from m3grpc.cli_remote.exits import STDOUT_CLOSED
 from m3grpc.ops.commands import register as register_ops_commands
 
 # What `serve` and `demo` need beyond the remote client's dependencies (the
@@ -151,11 +152,6 @@ def _parser() -> argparse.ArgumentParser:
         demo.add_argument("demo_args", nargs=argparse.REMAINDER)
     add_remote_commands(commands)
     return parser
-
-
-# The exit status when the reader of stdout went away (`m3grpc pending ID | head -1`):
-# 128 + SIGPIPE, what a shell reports for a tool that SIGPIPE ended.
-STDOUT_CLOSED = 141
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -11,6 +11,7 @@
 | 6 | timed out: DEADLINE_EXCEEDED (RESULT_WAIT_TIMEOUT, the call's deadline), `pending --wait` ran out |
 | 7 | internal or unexpected: INTERNAL, UNKNOWN, any other status |
 | 130 | interrupted (Ctrl-C) before the verb finished; `watch` ends with 0 instead |
+| 141 | stdout closed before everything was printed (piped into `head -1`): nothing more is printed, and no traceback (every `m3grpc` command) |
 
 A failed call prints one line on stderr, `m3grpc: <REASON>: <message>`, where
 REASON is the ErrorInfo reason (or the gRPC code name when the status carries
@@ -33,6 +34,10 @@ UNAVAILABLE = 5
 TIMED_OUT = 6
 INTERNAL = 7
 INTERRUPTED = 130
+# 128 + SIGPIPE, what a shell reports for a tool that SIGPIPE ended: the reader of
+# stdout went away (`m3grpc pending ID | head -1`); m3grpc.cli.main catches it for
+# every command.
+STDOUT_CLOSED = 141
 
 # gRPC status code name -> exit code
 _BY_CODE = {

@@ -384,8 +384,9 @@ def typescript_example(context: Context) -> None:
     assert out.startswith("SUCCEEDED ") and BOOKED in out
 
 
-def typescript_dependency(context: Context) -> None:
-    # The block's `npm pack` rebuilds dist/ (prepare) and packs it.
+def _typescript_project(context: Context) -> Path:
+    """The README's project: the package packed (`npm pack` rebuilds dist/ through
+    `prepare`) and installed into a project made by `npm init -y`."""
     with exclusive(TYPESCRIPT_DIST):
         _typescript_ready(context)
         context.bash(
@@ -393,11 +394,30 @@ def typescript_dependency(context: Context) -> None:
         )
     app = context.workdir / "my-app"
     assert (app / "node_modules" / "@m3grpc" / "client" / "dist" / "index.d.ts").is_file()
+    return app
+
+
+def typescript_dependency(context: Context) -> None:
+    app = _typescript_project(context)
     # The README's example, in that project (it is plain JavaScript as well as TypeScript).
     program = block("clients/typescript/README.md > Example > ts[0]").code
     (app / "seed.mjs").write_text(program)
     out = context.run(["node", "seed.mjs", context.service.address], cwd=app)
     assert out.startswith("SUCCEEDED ") and BOOKED in out
+
+
+def typescript_module(context: Context) -> None:
+    """The README's example as `seed.mts` in that project (npm 11's `"type":
+    "commonjs"`), compiled by the block's `tsc --init` and `tsc`, then run."""
+    app = _typescript_project(context)
+    assert '"type": "commonjs"' in (app / "package.json").read_text()
+    (app / "seed.mts").write_text(block("clients/typescript/README.md > Example > ts[0]").code)
+    code = block("clients/typescript/README.md > Example > bash[0]").code
+    out = context.run(
+        ["bash", "-e", "-c", code.replace(DEFAULT_ADDRESS, context.service.address)], cwd=app
+    )
+    last = out.splitlines()[-1]  # after npm's and tsc's own lines
+    assert last.startswith("SUCCEEDED ") and BOOKED in last, out
 
 
 def encryption_keys(context: Context) -> None:
@@ -428,6 +448,7 @@ RUNS: dict[str, Callable[[Context], None]] = {
         typescript_dependency
     ),
     "clients/typescript/README.md > Example > ts[0]": typescript_example,
+    "clients/typescript/README.md > Example > bash[0]": typescript_module,
     "clients/go/README.md > Example > bash[0]": serve_for_go,
 }
 
@@ -471,11 +492,15 @@ SKIPS: dict[str, str] = {
     ),
     "docs/guides/clients/python.md > Install > bash[0]": (
         "a placeholder path; tests/api/test_client_install.py builds this checkout's wheel, "
-        "installs it without extras into a fresh virtual environment and runs the client"
+        "installs it without extras into a fresh virtual environment and runs the client, "
+        "and tests/ops/test_installed_wheel.py builds the wheel and the sdist with "
+        "python -m build and checks them with twine"
     ),
     "docs/guides/operating/container.md > Run it in a container > bash[0]": (
         "docker cannot run on this project's machines; tests/docker runs the image's "
-        "entrypoint and the compose configuration, scripts/lint-container.sh lints the files"
+        "entrypoint (with the first round's submit, pending, respond and result against the "
+        "configuration it writes) and the compose configuration, and "
+        "scripts/lint-container.sh lints the files"
     ),
     "clients/typescript/README.md > Development > bash[0]": (
         "the development loop: regenerates committed code and runs the unit tests and the "

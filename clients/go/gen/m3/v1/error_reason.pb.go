@@ -56,9 +56,9 @@ const (
 	// with an OperationSpec, or with an AgentSpec that has an elicitation plan),
 	// an enum value the service does not know, NaN or an infinity in a
 	// `google.protobuf.Struct`, a `google.protobuf.Duration` outside its valid
-	// range, a string holding a NUL character, an empty `execution_id`, a
-	// negative `timeout`, or bytes that are not a valid request message.
-	// Nothing was changed.
+	// range, a string holding a NUL character, a `request_id` that breaks the
+	// identifier rule, a negative `timeout`, or bytes that are not a valid
+	// request message. Nothing was changed.
 	//
 	// Wire reason: "MODEL_VALIDATION_FAILED". Status code: INVALID_ARGUMENT.
 	// Details: `google.rpc.BadRequest` with one field violation per bad field,
@@ -73,13 +73,15 @@ const (
 	//	  "metadata": {}
 	//	}
 	ErrorReason_ERROR_REASON_MODEL_VALIDATION_FAILED ErrorReason = 1
-	// A managed-input request is malformed: an empty round ID or idempotency
-	// key, a response map whose keys are not exactly the round's request keys,
-	// an unspecified action or one the service does not know, content that
-	// does not validate against the request's schema or holds NaN or an
-	// infinity, content on a URL, decline or cancel response, a string
-	// holding a NUL character, an unreadable page token or cursor, or bytes
-	// that are not a valid request message.
+	// A managed-input request is malformed: an `execution_id` or `round_id`
+	// (on every RPC, ExecutionService's included) or an idempotency key that
+	// breaks the identifier rule (empty where required, blank, too long, or
+	// holding a NUL), a response map whose keys are not exactly the round's
+	// request keys, an unspecified action or one the service does not know,
+	// content that does not validate against the request's schema or holds
+	// NaN or an infinity, content on a URL, decline or cancel response, a
+	// string holding a NUL character, an unreadable page token or cursor, or
+	// bytes that are not a valid request message.
 	// The round is unchanged (still pending).
 	//
 	// Wire reason: "MANAGED_INPUT_INVALID". Status code: INVALID_ARGUMENT.

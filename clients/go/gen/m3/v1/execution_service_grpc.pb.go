@@ -50,16 +50,17 @@ type ExecutionServiceClient interface {
 	Submit(ctx context.Context, in *SubmitRequest, opts ...grpc.CallOption) (*SubmitResponse, error)
 	// Returns the execution's current state without waiting.
 	//
-	// Errors: INVALID_ARGUMENT (MODEL_VALIDATION_FAILED), NOT_FOUND
-	// (EXECUTION_NOT_FOUND).
+	// Errors: INVALID_ARGUMENT (MANAGED_INPUT_INVALID) for an `execution_id`
+	// that breaks the identifier rule, NOT_FOUND (EXECUTION_NOT_FOUND).
 	Snapshot(ctx context.Context, in *SnapshotRequest, opts ...grpc.CallOption) (*SnapshotResponse, error)
 	// Waits (long-polls) until the execution finishes, for at most the
 	// request's `timeout`, and returns its terminal result. Returns at once for
 	// a finished execution.
 	//
-	// Errors: INVALID_ARGUMENT (MODEL_VALIDATION_FAILED), NOT_FOUND
-	// (EXECUTION_NOT_FOUND), DEADLINE_EXCEEDED (RESULT_WAIT_TIMEOUT) when the
-	// timeout elapses first. The call's own gRPC deadline may end the wait
+	// Errors: INVALID_ARGUMENT (MANAGED_INPUT_INVALID) for an `execution_id`
+	// that breaks the identifier rule, (MODEL_VALIDATION_FAILED) for a negative
+	// or out-of-range `timeout`, NOT_FOUND (EXECUTION_NOT_FOUND),
+	// DEADLINE_EXCEEDED (RESULT_WAIT_TIMEOUT) when the timeout elapses first. The call's own gRPC deadline may end the wait
 	// sooner (plain DEADLINE_EXCEEDED without details), so set it longer than
 	// `timeout`.
 	Result(ctx context.Context, in *ResultRequest, opts ...grpc.CallOption) (*ResultResponse, error)
@@ -69,8 +70,8 @@ type ExecutionServiceClient interface {
 	// wait). Cancelling a finished execution changes nothing and returns its
 	// state, so Cancel is idempotent.
 	//
-	// Errors: INVALID_ARGUMENT (MODEL_VALIDATION_FAILED), NOT_FOUND
-	// (EXECUTION_NOT_FOUND).
+	// Errors: INVALID_ARGUMENT (MANAGED_INPUT_INVALID) for an `execution_id`
+	// that breaks the identifier rule, NOT_FOUND (EXECUTION_NOT_FOUND).
 	Cancel(ctx context.Context, in *CancelRequest, opts ...grpc.CallOption) (*CancelResponse, error)
 	// Streams managed-input events: rounds that become pending, rounds that
 	// leave pending, and executions that finish.
@@ -92,9 +93,12 @@ type ExecutionServiceClient interface {
 	// seen pending.
 	//
 	// Errors: NOT_FOUND (EXECUTION_NOT_FOUND), INVALID_ARGUMENT
-	// (MANAGED_INPUT_INVALID) for a cursor the server cannot read or one issued
-	// for another `execution_id` filter, UNAVAILABLE (SERVICE_SHUTTING_DOWN)
-	// when the server shuts down: reconnect and resume with the last cursor.
+	// (MANAGED_INPUT_INVALID) for an `execution_id` that breaks the identifier
+	// rule, a cursor the server cannot read or one issued for another
+	// `execution_id` filter, (MODEL_VALIDATION_FAILED) for `kinds` holding
+	// UNSPECIFIED, an unknown value or too many entries, UNAVAILABLE
+	// (SERVICE_SHUTTING_DOWN) when the server shuts down: reconnect and resume
+	// with the last cursor.
 	WatchPending(ctx context.Context, in *WatchPendingRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchPendingResponse], error)
 	// Lists the MCP server bindings configured on the service: the names
 	// `AgentSpec.server` and `OperationSpec.server` accept, each with its
@@ -210,16 +214,17 @@ type ExecutionServiceServer interface {
 	Submit(context.Context, *SubmitRequest) (*SubmitResponse, error)
 	// Returns the execution's current state without waiting.
 	//
-	// Errors: INVALID_ARGUMENT (MODEL_VALIDATION_FAILED), NOT_FOUND
-	// (EXECUTION_NOT_FOUND).
+	// Errors: INVALID_ARGUMENT (MANAGED_INPUT_INVALID) for an `execution_id`
+	// that breaks the identifier rule, NOT_FOUND (EXECUTION_NOT_FOUND).
 	Snapshot(context.Context, *SnapshotRequest) (*SnapshotResponse, error)
 	// Waits (long-polls) until the execution finishes, for at most the
 	// request's `timeout`, and returns its terminal result. Returns at once for
 	// a finished execution.
 	//
-	// Errors: INVALID_ARGUMENT (MODEL_VALIDATION_FAILED), NOT_FOUND
-	// (EXECUTION_NOT_FOUND), DEADLINE_EXCEEDED (RESULT_WAIT_TIMEOUT) when the
-	// timeout elapses first. The call's own gRPC deadline may end the wait
+	// Errors: INVALID_ARGUMENT (MANAGED_INPUT_INVALID) for an `execution_id`
+	// that breaks the identifier rule, (MODEL_VALIDATION_FAILED) for a negative
+	// or out-of-range `timeout`, NOT_FOUND (EXECUTION_NOT_FOUND),
+	// DEADLINE_EXCEEDED (RESULT_WAIT_TIMEOUT) when the timeout elapses first. The call's own gRPC deadline may end the wait
 	// sooner (plain DEADLINE_EXCEEDED without details), so set it longer than
 	// `timeout`.
 	Result(context.Context, *ResultRequest) (*ResultResponse, error)
@@ -229,8 +234,8 @@ type ExecutionServiceServer interface {
 	// wait). Cancelling a finished execution changes nothing and returns its
 	// state, so Cancel is idempotent.
 	//
-	// Errors: INVALID_ARGUMENT (MODEL_VALIDATION_FAILED), NOT_FOUND
-	// (EXECUTION_NOT_FOUND).
+	// Errors: INVALID_ARGUMENT (MANAGED_INPUT_INVALID) for an `execution_id`
+	// that breaks the identifier rule, NOT_FOUND (EXECUTION_NOT_FOUND).
 	Cancel(context.Context, *CancelRequest) (*CancelResponse, error)
 	// Streams managed-input events: rounds that become pending, rounds that
 	// leave pending, and executions that finish.
@@ -252,9 +257,12 @@ type ExecutionServiceServer interface {
 	// seen pending.
 	//
 	// Errors: NOT_FOUND (EXECUTION_NOT_FOUND), INVALID_ARGUMENT
-	// (MANAGED_INPUT_INVALID) for a cursor the server cannot read or one issued
-	// for another `execution_id` filter, UNAVAILABLE (SERVICE_SHUTTING_DOWN)
-	// when the server shuts down: reconnect and resume with the last cursor.
+	// (MANAGED_INPUT_INVALID) for an `execution_id` that breaks the identifier
+	// rule, a cursor the server cannot read or one issued for another
+	// `execution_id` filter, (MODEL_VALIDATION_FAILED) for `kinds` holding
+	// UNSPECIFIED, an unknown value or too many entries, UNAVAILABLE
+	// (SERVICE_SHUTTING_DOWN) when the server shuts down: reconnect and resume
+	// with the last cursor.
 	WatchPending(*WatchPendingRequest, grpc.ServerStreamingServer[WatchPendingResponse]) error
 	// Lists the MCP server bindings configured on the service: the names
 	// `AgentSpec.server` and `OperationSpec.server` accept, each with its

@@ -721,8 +721,8 @@ export const ExecutionService: GenService<{
   /**
    * Returns the execution's current state without waiting.
    *
-   * Errors: INVALID_ARGUMENT (MODEL_VALIDATION_FAILED), NOT_FOUND
-   * (EXECUTION_NOT_FOUND).
+   * Errors: INVALID_ARGUMENT (MANAGED_INPUT_INVALID) for an `execution_id`
+   * that breaks the identifier rule, NOT_FOUND (EXECUTION_NOT_FOUND).
    *
    * @generated from rpc m3.v1.ExecutionService.Snapshot
    */
@@ -736,9 +736,10 @@ export const ExecutionService: GenService<{
    * request's `timeout`, and returns its terminal result. Returns at once for
    * a finished execution.
    *
-   * Errors: INVALID_ARGUMENT (MODEL_VALIDATION_FAILED), NOT_FOUND
-   * (EXECUTION_NOT_FOUND), DEADLINE_EXCEEDED (RESULT_WAIT_TIMEOUT) when the
-   * timeout elapses first. The call's own gRPC deadline may end the wait
+   * Errors: INVALID_ARGUMENT (MANAGED_INPUT_INVALID) for an `execution_id`
+   * that breaks the identifier rule, (MODEL_VALIDATION_FAILED) for a negative
+   * or out-of-range `timeout`, NOT_FOUND (EXECUTION_NOT_FOUND),
+   * DEADLINE_EXCEEDED (RESULT_WAIT_TIMEOUT) when the timeout elapses first. The call's own gRPC deadline may end the wait
    * sooner (plain DEADLINE_EXCEEDED without details), so set it longer than
    * `timeout`.
    *
@@ -756,8 +757,8 @@ export const ExecutionService: GenService<{
    * wait). Cancelling a finished execution changes nothing and returns its
    * state, so Cancel is idempotent.
    *
-   * Errors: INVALID_ARGUMENT (MODEL_VALIDATION_FAILED), NOT_FOUND
-   * (EXECUTION_NOT_FOUND).
+   * Errors: INVALID_ARGUMENT (MANAGED_INPUT_INVALID) for an `execution_id`
+   * that breaks the identifier rule, NOT_FOUND (EXECUTION_NOT_FOUND).
    *
    * @generated from rpc m3.v1.ExecutionService.Cancel
    */
@@ -787,9 +788,12 @@ export const ExecutionService: GenService<{
    * seen pending.
    *
    * Errors: NOT_FOUND (EXECUTION_NOT_FOUND), INVALID_ARGUMENT
-   * (MANAGED_INPUT_INVALID) for a cursor the server cannot read or one issued
-   * for another `execution_id` filter, UNAVAILABLE (SERVICE_SHUTTING_DOWN)
-   * when the server shuts down: reconnect and resume with the last cursor.
+   * (MANAGED_INPUT_INVALID) for an `execution_id` that breaks the identifier
+   * rule, a cursor the server cannot read or one issued for another
+   * `execution_id` filter, (MODEL_VALIDATION_FAILED) for `kinds` holding
+   * UNSPECIFIED, an unknown value or too many entries, UNAVAILABLE
+   * (SERVICE_SHUTTING_DOWN) when the server shuts down: reconnect and resume
+   * with the last cursor.
    *
    * @generated from rpc m3.v1.ExecutionService.WatchPending
    */
