@@ -98,6 +98,8 @@ echo "== bench: bench/commits_per_round.py, one execution a generation (fails wh
 python3 bench/commits_per_round.py --executions 1
 echo "== bench: bench/load_respond.py --smoke (concurrent Respond calls and watchers; fails on an untyped error)"
 python3 bench/load_respond.py --smoke
+echo "== bench: bench/scale.py --smoke (paused executions and watchers; fails when a subscriber misses an event)"
+python3 bench/scale.py --smoke
 
 # The tests run beside the README's own service on its default address, as on a
 # user's machine: a test that binds a fixed port (the default one included) fails
