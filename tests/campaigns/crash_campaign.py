@@ -278,13 +278,11 @@ class Fleet:
         except OSError:
             return ""
 
-    def log_sizes(self) -> dict[Path, int]:
-        return {self.logs[slot]: len(self.log_text(slot)) for slot in self.live}
-
-    def live_logs(self, since: dict[Path, int]) -> str:
-        """What the live services logged after `since` (log sizes; a new start: all)."""
-        texts = [self.log_text(slot)[since.get(self.logs[slot], 0) :] for slot in self.live]
-        return "\n".join(texts)
+    def all_logs(self) -> str:
+        """Every start's log of every slot, the dead ones' included."""
+        return "\n".join(
+            path.read_text(errors="replace") for path in sorted(self.workdir.glob("*-*.log"))
+        )
 
     def stop(self) -> None:
         for client in self.clients.values():
@@ -376,6 +374,21 @@ class CursorWatch:
 # -- the campaign ---------------------------------------------------------------------------
 
 
+_OWNERSHIP = re.compile(
+    r"^(\S+ \S+) .*event=execution\.(claimed|released) execution_id=(\S+)", re.MULTILINE
+)
+
+
+def released_now(logs: str) -> set[str]:
+    """The executions whose latest claim-or-release in `logs` (the services' log lines,
+    each starting with its time) is a release: held by no worker."""
+    latest: dict[str, tuple[str, str]] = {}
+    for at, event, execution_id in _OWNERSHIP.findall(logs):
+        if execution_id not in latest or at >= latest[execution_id][0]:
+            latest[execution_id] = (at, event)
+    return {execution_id for execution_id, (_, event) in latest.items() if event == "released"}
+
+
 def all_rounds(stubs: Stubs) -> dict[str, elicitation_pb2.ElicitationRound]:
     rounds: dict[str, elicitation_pb2.ElicitationRound] = {}
     token = ""
@@ -445,13 +458,12 @@ class Campaign:
                 victim = self.rng.choice(self.fleet.live)
                 orphans = self.owned_by(victim)
                 self.report.points[point] += 1
-                logged = self.fleet.log_sizes()
                 self.progress(f"kill {number}: {point}, service {victim}, {len(orphans)} orphans")
                 self.watch.follow(victim, self.fleet)
                 self.strike(point, victim)
                 if self.settings.backend == "sqlite":
                     self.fleet.start(victim)  # PostgreSQL: the other replica takes over
-                self.settle(orphans, logged)
+                self.settle(orphans)
                 self.progress(f"kill {number}: recovered")
                 self.check(orphans)
                 self.retry_unknown()
@@ -611,19 +623,16 @@ class Campaign:
 
     # -- after a restart ---------------------------------------------------------------
 
-    def settle(self, orphans: set[str], logged: dict[Path, int], attempts: int = 2400) -> None:
+    def settle(self, orphans: set[str], attempts: int = 2400) -> None:
         """Wait until recovery has run: every execution is finished or paused on one
-        PENDING round, and every open orphan is resumable and was released (the live
-        services logged so after `logged`, their log sizes before the kill)."""
+        PENDING round, and every open orphan is resumable and released (the last word of
+        the services' logs on it says so: released by recovery now, or at an earlier
+        kill and claimed by no worker since, as a parked round waits for its answer)."""
         client = self.fleet.client()
         unsettled: list[str] = []
         for _ in range(attempts):
             rounds = all_rounds(client)
-            released = set(
-                re.findall(
-                    r"event=execution\.released execution_id=(\S+)", self.fleet.live_logs(logged)
-                )
-            )
+            released = released_now(self.fleet.all_logs())
             unsettled = []
             for t in self.open_executions():
                 statuses = [r.status for r in rounds.values() if r.execution_id == t.execution_id]
