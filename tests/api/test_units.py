@@ -101,8 +101,8 @@ def test_every_typed_error_is_mapped() -> None:
         for cls in vars(errors).values()
         if isinstance(cls, type) and issubclass(cls, errors.M3Error)
     }
-    # A service-side refinement of INTERNAL travels as INTERNAL (its own test below).
-    service_side = {errors.EncryptionKeyError}
+    # Service-side refinements travel as their base (their own tests below).
+    service_side = {errors.EncryptionKeyError, errors.TransactionConflict}
     private = {c for c in typed if c.__name__.startswith("_")}
     assert typed - {errors.M3Error} - private - service_side == mapped
 
@@ -113,6 +113,14 @@ def test_an_encryption_key_error_reaches_callers_as_internal() -> None:
     rebuilt = error_from_status(status_for(error))
     assert type(rebuilt) is errors.InternalError
     assert rebuilt.metadata == {"key_id": "k2"}
+
+
+def test_a_transaction_conflict_reaches_callers_as_a_managed_input_conflict() -> None:
+    error = errors.TransactionConflict("a concurrent transaction conflicted; retry")
+    assert code_for(error) == grpc.StatusCode.ABORTED
+    rebuilt = error_from_status(status_for(error))
+    assert type(rebuilt) is errors.ManagedInputConflict
+    assert rebuilt.conflict_kind is errors.ConflictKind.CONCURRENT_UPDATE
 
 
 @pytest.mark.parametrize(("error", "code", "detail"), CASES, ids=lambda c: type(c).__name__)

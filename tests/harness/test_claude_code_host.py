@@ -347,7 +347,9 @@ async def test_a_server_not_ready_in_time_is_left_out_of_the_turn(
     ) as claude:
         await claude.send_prompt("Use the late server.")
         result = await claude.wait_result()
-        assert claude.mcp_server_status("late") == "pending"
+        # "pending" when the turn starts while it connects; "failed" when the CLI's own
+        # connect timeout ran out first (seen under load): either way, not connected.
+        assert claude.mcp_server_status("late") in ("pending", "failed")
 
     assert offered_tools(model.requests[0]) == []
     assert result.result == "I have no tool to call."

@@ -149,26 +149,27 @@ def test_the_sweep_expires_a_released_round_as_its_worker_would(
     assert execution_store.released_past_deadline() == []
 
 
-def test_the_sweep_leaves_a_released_round_a_worker_claimed_or_answered(
+def test_the_sweep_leaves_a_released_round_a_worker_claimed(
     execution_store: SqlExecutionStore, store: SqlManagedInputStore, clock: ManualClock
 ) -> None:
-    claimed_id, claimed_round, lease = paused(execution_store, clock, resumable=True)
-    clock.advance(1)  # claims take the oldest first
+    parked_id, parked_round, lease = paused(execution_store, clock, resumable=True)
+    clock.advance(1)
     answered_id, answered_round, other = paused(execution_store, clock, resumable=True)
     store.submit_responses(answered_round, ANSWER, idempotency_key="k")
-    assert execution_store.release(claimed_id, lease)
+    assert execution_store.release(parked_id, lease)
     assert execution_store.release(answered_id, other)
+    # A released round waiting for its answer stays parked; an answered one is claimed.
     claim = execution_store.claim_next(owner_id="next", lease_duration=LEASE)
-    assert claim is not None and claim.execution_id == claimed_id
+    assert claim is not None and claim.execution_id == answered_id
+    assert execution_store.claim_next(owner_id="next", lease_duration=LEASE) is None
     clock.advance(TIMEOUT.total_seconds())
-    for execution_id in (claimed_id, answered_id):
-        assert (
-            execution_store.expire_released(execution_id, owner_id="s", lease_duration=LEASE)
-            is None
-        )
-    # The claimer's round is its worker's to expire; the answered one waits to be delivered.
-    assert store.get_round(claimed_round).status is S.PENDING
+    # The claimed one is its worker's now (to deliver, or to expire): the sweep leaves it.
+    assert execution_store.expire_released(answered_id, owner_id="s", lease_duration=LEASE) is None
     assert store.get_round(answered_round, as_read=True).status is S.RESPONSE_VALIDATED
+    # The parked one, past its deadline and still released, is the sweep's.
+    expired = execution_store.expire_released(parked_id, owner_id="s", lease_duration=LEASE)
+    assert expired is not None and expired[0] == parked_round
+    assert store.get_round(parked_round).status is S.FAILED
 
 
 def test_next_due_is_the_earliest_deadline_or_lease_expiry(

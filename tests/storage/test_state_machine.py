@@ -54,7 +54,12 @@ from m3grpc.storage import (
     ManagedInputStatus,
     SqlExecutionStore,
 )
-from m3grpc.storage.transitions import EXECUTION_FINISHED_FAILURE_CODE, ROUND_RULE
+from m3grpc.storage.transitions import (
+    EXECUTION_FINISHED_FAILURE_CODE,
+    OPEN_ROUND_STATES,
+    RESUMABLE_ROUND_STATES,
+    ROUND_RULE,
+)
 from m3grpc.types import ElicitationResponse, ExecutionOutcome, ExecutionStatus
 from tests.storage.conftest import ManualClock, make_round
 
@@ -176,10 +181,22 @@ class ModelRound:
 Outcome = tuple[type[M3Error], ConflictKind | None] | None
 
 
-def _not_pending_error(m: ModelRound) -> type[M3Error]:
-    """A response to a round that is not pending: one that recovery failed cannot be
-    resumed (ManagedInputRecoveryError); any other is in the wrong state."""
-    if m.status is S.FAILED and m.failure_code == RECOVERY_FAILURE_CODE:
+def _orphaned(m: ModelRound, now: datetime) -> bool:
+    """Its owner's lease ran out on an open round no other worker may take over:
+    every read reports it failed `recovery_unavailable` before recovery writes it
+    (m3grpc.storage.overdue)."""
+    return (
+        m.status in OPEN_ROUND_STATES
+        and m.lease_expires_at <= now
+        and not (m.resumable and m.status in RESUMABLE_ROUND_STATES)
+    )
+
+
+def _not_pending_error(m: ModelRound, now: datetime) -> type[M3Error]:
+    """A response to a round that is not pending: one that recovery failed, or will
+    (orphaned), cannot be resumed (ManagedInputRecoveryError); any other is in the
+    wrong state."""
+    if (m.status is S.FAILED and m.failure_code == RECOVERY_FAILURE_CODE) or _orphaned(m, now):
         return ManagedInputRecoveryError
     return ManagedInputStateError
 
@@ -427,13 +444,13 @@ class RoundStateMachine(RuleBasedStateMachine):
             expected = (RoundNotFoundError, None)
         elif m.idempotency_key is not None:
             if m.idempotency_key != key:
-                expected = (_not_pending_error(m), None)
+                expected = (_not_pending_error(m, now), None)
             elif m.responses != dict(responses):
                 expected = (ManagedInputConflict, ConflictKind.IDEMPOTENCY_KEY_REUSED)
             else:
                 expected, replay = None, True
         elif m.status is not S.PENDING:
-            expected = (_not_pending_error(m), None)
+            expected = (_not_pending_error(m, now), None)
         elif m.lease_expires_at <= now and not m.resumable:
             # A resumable round's answer waits for the next worker instead.
             expected = (ManagedInputRecoveryError, None)
@@ -456,13 +473,14 @@ class RoundStateMachine(RuleBasedStateMachine):
             return
         assert m is not None and result is not None
         if replay:
-            # An idempotent replay returns the stored record and changes nothing.
+            # An idempotent replay returns the record as read and changes nothing: an
+            # orphaned round's reads say it failed (m3grpc.storage.overdue).
             assert result.replayed is True
-            assert result.record.status is m.status
+            assert result.record.status is (S.FAILED if _orphaned(m, now) else m.status)
             assert result.record.responses == m.responses
             assert result.record.idempotency_key == key
             assert self.snapshot() == before
-            assert result.record == self.store.get_round(m.round_id)
+            assert result.record == self.store.get_round(m.round_id, as_read=True)
             return
         assert result.replayed is False
         m.move("submit_responses", S.RESPONSE_VALIDATED)
