@@ -127,6 +127,20 @@ class RssSampler:
             self.sample()
 
 
+def machine_cpu_ticks() -> tuple[int, int]:
+    """(busy, all) clock ticks of every core since boot, from /proc/stat: how much of
+    the machine a phase used, whoever used it (`busy_share`)."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = fields[3] + fields[4]  # idle, iowait
+    return sum(fields) - idle, sum(fields)
+
+
+def busy_share(before: tuple[int, int], after: tuple[int, int]) -> float | None:
+    """The share of the machine's cores busy between two `machine_cpu_ticks`."""
+    elapsed = after[1] - before[1]
+    return None if elapsed <= 0 else (after[0] - before[0]) / elapsed
+
+
 def postgres_cpu_seconds() -> float:
     """CPU seconds of every PostgreSQL server process on the machine (their /proc comm
     is `postgres`): the database's own work, with whatever else uses that server."""
@@ -322,9 +336,11 @@ class Setup:
             sampler.enter("answering")
             cpu_before = [process_cpu_seconds(s.pid) or 0.0 for s in self.services]
             pg_before = postgres_cpu_seconds() if self.name != "sqlite" else None
+            machine_before = machine_cpu_ticks()
             answered = self.ask(driver, {"op": "answer", "in_flight": args.in_flight}, "answer")
             cpu_after = [process_cpu_seconds(s.pid) or 0.0 for s in self.services]
             pg_after = postgres_cpu_seconds() if pg_before is not None else None
+            machine_busy = busy_share(machine_before, machine_cpu_ticks())
             log(f"{self.name}: {answered['finished']} finished in {answered['seconds']:.1f} s")
             delivered = [
                 self.ask(
@@ -418,6 +434,9 @@ class Setup:
                 "postgres_cpu_s": None
                 if pg_before is None or pg_after is None
                 else pg_after - pg_before,
+                # Where the bottleneck is: near 1.0, the machine's cores (every
+                # process of the run, and anything else running here).
+                "machine_busy_share": machine_busy,
             },
             "exactly_once": {
                 "subscribers": len(reports) * args.watchers,
@@ -483,6 +502,11 @@ def print_setup(r: dict[str, Any]) -> None:
         f"(Respond p50 {fmt(a['respond_p50_ms'])} ms, p99 {fmt(a['respond_p99_ms'])} ms); "
         f"service CPU {' / '.join(f'{x:.0f}' for x in a['service_cpu_s'])} s"
         + ("" if pg is None else f", PostgreSQL CPU {pg:.0f} s")
+        + (
+            ""
+            if a.get("machine_busy_share") is None
+            else f"; the machine's {os.cpu_count()} cores {a['machine_busy_share']:.0%} busy"
+        )
     )
     e = r["exactly_once"]
     print(

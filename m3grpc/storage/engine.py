@@ -74,6 +74,18 @@ SQLiteSynchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
 
 # Serialises schema creation across processes on PostgreSQL.
 _SCHEMA_LOCK_KEY = 0x4D33_0001
+# The commit lock (PostgreSQL): the rows a write transaction inserts at its commit
+# (`insert_at_commit`: the event log's) are inserted under this advisory lock, in
+# the COMMIT's own round trip. So the sequence values they take are in commit
+# order, and the lock is held only while the server inserts them and commits, by
+# a transaction that waits for no row lock then: writers never deadlock on it and
+# run side by side until their commits. Taken at a transaction's first event
+# instead, before its other statements, it was held across them and their round
+# trips: two replicas' writers deadlocked hundreds of times a run (bench/scale.py),
+# each victim found after the 1 s deadlock_timeout; taken first thing, it made the
+# writers wait for each other's round trips (two replicas answered no faster than one).
+_COMMIT_LOCK_KEY = 0x4D33_0002
+_AT_COMMIT = "m3.at_commit"
 
 
 def database_url(database: str | os.PathLike[str]) -> str:
@@ -251,8 +263,10 @@ def write_transaction(engine: Engine) -> Iterator[Connection]:
         else:
             with engine.connect() as conn:
                 commit_notes.clear(conn)  # left by a transaction that rolled back
+                conn.info.pop(_AT_COMMIT, None)
                 with conn.begin():
                     yield conn
+                    _commit_with_inserts(conn)
                 _committed(engine, conn)
     except GroupFailed as failed:
         # Every write of the failed transaction gets its own typed error.
@@ -274,6 +288,38 @@ def write_transaction(engine: Engine) -> Iterator[Connection]:
         raise
     except PoolTimeoutError as exc:
         raise _unavailable(exc) from exc
+
+
+def insert_at_commit(conn: Connection, table: str, row: dict[str, Any]) -> None:
+    """Insert `row` (column -> a value the driver takes as it is) into `table` at the
+    commit, under the commit lock (`_COMMIT_LOCK_KEY`). PostgreSQL only: on SQLite a
+    write transaction is alone from its BEGIN."""
+    conn.info.setdefault(_AT_COMMIT, []).append((table, row))
+
+
+def _commit_with_inserts(conn: Connection) -> None:
+    """Send the commit lock, the deferred inserts and COMMIT in one round trip (the
+    simple query protocol runs several statements, without parameters: the values
+    are quoted by the driver). SQLAlchemy's own commit then finds no transaction."""
+    deferred: list[tuple[str, dict[str, Any]]] | None = conn.info.pop(_AT_COMMIT, None)
+    if not deferred:
+        return
+    from psycopg import sql  # PostgreSQL's driver: imported only where it is used
+
+    statements: list[sql.Composable] = [
+        sql.SQL("SELECT pg_advisory_xact_lock({})").format(_COMMIT_LOCK_KEY)
+    ]
+    for table, row in deferred:
+        statements.append(
+            sql.SQL("INSERT INTO {} ({}) VALUES ({})").format(
+                sql.Identifier(table),
+                sql.SQL(", ").join(map(sql.Identifier, row)),
+                sql.SQL(", ").join(map(sql.Literal, row.values())),
+            )
+        )
+    statements.append(sql.SQL("COMMIT"))
+    driver = conn.connection.driver_connection
+    conn.exec_driver_sql(sql.SQL("; ").join(statements).as_string(driver))
 
 
 @contextmanager

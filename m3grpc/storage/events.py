@@ -13,12 +13,9 @@ from sqlalchemy.engine import Connection, Row
 from m3grpc.storage import commit_notes
 from m3grpc.storage.changes import Change, announce
 from m3grpc.storage.commit_notes import NoteKind
+from m3grpc.storage.engine import insert_at_commit
 from m3grpc.storage.schema import events, executions, from_micros, to_micros
 from m3grpc.storage.statements import INSERT_EVENT
-
-# Held until commit on PostgreSQL so that sequence order equals commit order:
-# a reader resuming after seq N can never later see a smaller seq commit.
-_EVENT_LOCK_KEY = 0x4D33_0002
 
 
 class EventKind(enum.StrEnum):
@@ -70,19 +67,23 @@ def append_event(
 ) -> None:
     """Append one event inside the caller's transaction; other replicas hear of
     it when the transaction commits (PostgreSQL NOTIFY, m3grpc.storage.changes),
-    this process's events listeners are called after the commit (`APPENDED`)."""
+    this process's events listeners are called after the commit (`APPENDED`).
+
+    Sequence order is commit order, so a reader resuming after seq N never later
+    sees a smaller seq commit: SQLite's writers are serial; on PostgreSQL the insert
+    runs at the commit, under the commit lock (`insert_at_commit`)."""
+    row = {
+        "kind": kind.value,
+        "execution_id": execution_id,
+        "round_id": round_id,
+        "status": status,
+        "created_at": created_at,
+    }
+    seq = None
     if conn.dialect.name == "postgresql":
-        conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": _EVENT_LOCK_KEY})
-    seq = INSERT_EVENT.insert_rowid(
-        conn,
-        {
-            "kind": kind.value,
-            "execution_id": execution_id,
-            "round_id": round_id,
-            "status": status,
-            "created_at": created_at,
-        },
-    )
+        insert_at_commit(conn, events.name, {**row, "created_at": to_micros(created_at)})
+    else:
+        seq = INSERT_EVENT.insert_rowid(conn, row)
     appended: StoredEvent | None = None
     if seq is not None:  # SQLite: handed to this process's reader after the commit
         stored_at = from_micros(to_micros(created_at))  # as a read would return it
