@@ -276,8 +276,12 @@ def write_transaction(engine: Engine) -> Iterator[Connection]:
         raise _unavailable(cause if isinstance(cause, Exception) else failed) from failed
     except OperationalError as exc:
         if _is_lock_contention(exc):
+            # PostgreSQL's deadlock and serialization victims are OperationalErrors too.
+            victim = getattr(exc.orig, "sqlstate", None) is not None
             raise TransactionConflict(
-                "the database stayed busy past the busy timeout; retry"
+                "a concurrent transaction conflicted; retry"
+                if victim
+                else "the database stayed busy past the busy timeout; retry"
             ) from exc
         raise _unavailable(exc) from exc
     except DBAPIError as exc:
