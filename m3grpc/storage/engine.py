@@ -105,6 +105,16 @@ SQLITE_POOL_SIZE = 16
 # that sees a new commit anyway, so a small one costs no speed (issue 11: RSS with
 # 1,000 executions paused, bench/compare.py --scale 1000).
 SQLITE_CACHE_KIB = 512
+# Pooled connections to a PostgreSQL server, per engine: the store's threads
+# (m3grpc.runtime.offload, as many as SQLITE_POOL_SIZE), its lease threads, and the
+# service's own readers (event tail, health) each hold one at a time. SQLAlchemy's
+# default (5, and 10 more opened and closed per checkout) made the server start a
+# backend for most transactions under load: at N = 1,500 answered with two replicas,
+# a third of the machine's CPU went to backends living a few milliseconds
+# (bench/scale.py, "everything else"). Two replicas at most 64 of the server's
+# 100 connections by default.
+POSTGRES_POOL_SIZE = 24
+POSTGRES_MAX_OVERFLOW = 8
 
 
 def open_engine(
@@ -132,7 +142,12 @@ def open_engine(
         _configure_sqlite(engine, busy_timeout_ms, sqlite_synchronous)
         _WRITE_GROUPS[engine] = GroupCommit(_begin_write)
     else:
-        engine = sa.create_engine(url, pool_pre_ping=True)
+        engine = sa.create_engine(
+            url,
+            pool_pre_ping=True,
+            pool_size=POSTGRES_POOL_SIZE,
+            max_overflow=POSTGRES_MAX_OVERFLOW,
+        )
     return engine
 
 
