@@ -99,58 +99,66 @@ _QUEUED = statements.one_of(executions.c.lifecycle, EXECUTION_RULE["claim_next"]
 _ORDER = (executions.c.created_at, executions.c.execution_id)
 
 
-def _released(columns: Sequence[sa.ColumnClause[Any]], sqlite: bool, tail: str) -> Any:
-    """The executions of released rounds answered or past their deadline (`now`),
-    from the rounds' index by (status, owner, deadline): on SQLite named, and first in
-    the join (CROSS JOIN keeps the order), as its planner, without statistics, would
-    rather walk every waiting execution."""
-
-    def hint(index: str) -> str:
-        return f" INDEXED BY {index}" if sqlite else ""
-
+def _released(
+    columns: Sequence[sa.ColumnClause[Any]], sqlite: bool, overdue: bool, tail: str
+) -> Any:
+    """The executions of released rounds answered (or, `overdue`, still pending past
+    their deadline, `now`), from the rounds' index by (status, owner, deadline), in its
+    order: `tail` orders by (owner, deadline), which the index gives with the status
+    fixed, so a claim reads no further than the first row it can lock. On SQLite the
+    index is named, and first in the join (CROSS JOIN keeps the order), as its planner,
+    without statistics, would rather walk every waiting execution. One statement per
+    kind: PostgreSQL sorted a UNION of the two kinds whole before taking one row (with
+    8,600 answered rounds waiting for a worker, 530 ms a claim, bench/scale.py at
+    N = 20,000 on two replicas)."""
+    hint = " INDEXED BY ix_m3_rounds_released" if sqlite else ""
     states = ", ".join(f"'{state}'" for state in EXECUTION_RULE["claim_released"].open_states())
     names = ", ".join(f"{executions.name}.{column.name}" for column in columns)
-    return (
-        sa.text(
-            f"SELECT {names} FROM ("
-            f"SELECT execution_id, deadline FROM {rounds.name}"
-            f"{hint('ix_m3_rounds_released')}"
-            f" WHERE {RELEASED_ANSWERED}"
-            f" UNION ALL SELECT execution_id, deadline FROM {rounds.name}"
-            f"{hint('ix_m3_rounds_released')}"
-            f" WHERE {RELEASED_PENDING} AND deadline <= :now"
-            f") AS woken {'CROSS JOIN' if sqlite else 'JOIN'} {executions.name}"
-            f" ON {executions.name}.execution_id = woken.execution_id"
-            f" WHERE {executions.name}.lifecycle IN ({states})"
-            f" AND {executions.name}.worker_owner_id IS NULL {tail}"
-        )
-        .bindparams(sa.bindparam("now", type_=rounds.c.deadline.type))
-        .columns(*columns)
+    which = f"{RELEASED_PENDING} AND deadline <= :now" if overdue else RELEASED_ANSWERED
+    statement = sa.text(
+        f"SELECT {names} FROM {rounds.name}{hint}"
+        f" {'CROSS JOIN' if sqlite else 'JOIN'} {executions.name}"
+        f" ON {executions.name}.execution_id = {rounds.name}.execution_id"
+        f" WHERE {which} AND {executions.name}.lifecycle IN ({states})"
+        f" AND {executions.name}.worker_owner_id IS NULL {tail}"
     )
+    if overdue:
+        statement = statement.bindparams(sa.bindparam("now", type_=rounds.c.deadline.type))
+    return statement.columns(*columns)
 
 
-# The woken released round nearest its deadline first: the order of the rounds' own
-# index, so a claim reads only as far as the first row it can lock. Ordered by the
-# execution's age, every claim read and sorted every answered round not yet claimed
-# (on PostgreSQL under 64 claims at once, 67 ms and 41,000 buffer reads a claim with
-# a few hundred waiting: bench/scale.py -n 1000, pg_stat_statements).
-_BY_DEADLINE = "ORDER BY woken.deadline LIMIT 1"
+# The released round nearest its deadline first, in the index's order (see `_released`).
+_BY_DEADLINE = f"ORDER BY {rounds.name}.owner_id, {rounds.name}.deadline LIMIT 1"
+_LOCKED = "FOR UPDATE OF m3_executions SKIP LOCKED"
 
 # claim_next's statements, built once (see m3grpc.storage.statements): the oldest
-# queued execution and the woken released one nearest its deadline.
+# queued execution, and of each kind of released one the one nearest its deadline;
+# keyed (locked, overdue): locked on PostgreSQL, not on SQLite, whose one writer
+# needs no row locks.
 _NEXT_QUEUED_SELECT = sa.select(executions).where(_QUEUED).order_by(*_ORDER).limit(1)
 _NEXT_QUEUED = statements.Prepared(_NEXT_QUEUED_SELECT)
 _NEXT_QUEUED_LOCKED = statements.Prepared(_NEXT_QUEUED_SELECT.with_for_update(skip_locked=True))
-_NEXT_RELEASED = statements.Prepared(_released(list(executions.c), True, _BY_DEADLINE))
-_NEXT_RELEASED_LOCKED = statements.Prepared(
-    _released(list(executions.c), False, f"{_BY_DEADLINE} FOR UPDATE OF m3_executions SKIP LOCKED")
-)
+_NEXT_RELEASED = {
+    (locked, overdue): statements.Prepared(
+        _released(
+            list(executions.c),
+            not locked,
+            overdue,
+            f"{_BY_DEADLINE} {_LOCKED}" if locked else _BY_DEADLINE,
+        )
+    )
+    for locked in (False, True)
+    for overdue in (False, True)
+}
 # Unlocked: on PostgreSQL they may see a row another claim is taking (one extra
 # claim then finds nothing), never miss one.
 _ANY_QUEUED = statements.Prepared(sa.select(executions.c.execution_id).where(_QUEUED).limit(1))
 _ANY_RELEASED = {
-    sqlite: statements.Prepared(_released([executions.c.execution_id], sqlite, "LIMIT 1"))
+    (sqlite, overdue): statements.Prepared(
+        _released([executions.c.execution_id], sqlite, overdue, _BY_DEADLINE)
+    )
     for sqlite in (True, False)
+    for overdue in (False, True)
 }
 
 # settled()'s reads, built once: a statement built per call cost more CPU than
@@ -559,18 +567,20 @@ class SqlExecutionStore:
     # -- the worker's side --------------------------------------------------------
 
     def claim_next(self, *, owner_id: str, lease_duration: timedelta) -> ClaimedExecution | None:
-        """Claim for `owner_id` the older of the oldest queued execution and the
-        released one whose round, answered or past its deadline, is nearest its
-        deadline; None when there is none. A released execution's round is adopted
-        in the same transaction (see m3grpc.storage.handover); one parked while its
-        round waits for an answer is not claimed until the answer comes."""
+        """Claim for `owner_id` the oldest of: the oldest queued execution, the
+        released one whose answered round is nearest its deadline, and the released
+        one whose round is furthest past its deadline; None when there is none. A
+        released execution's round is adopted in the same transaction (see
+        m3grpc.storage.handover); one parked while its round waits for an answer is
+        not claimed until the answer comes."""
         require_identifier(owner_id, "owner_id")
         with write_transaction(self._engine) as conn:
             locked = conn.dialect.name == "postgresql"
             now = self.now()
             queued = (_NEXT_QUEUED_LOCKED if locked else _NEXT_QUEUED).first(conn, {})
-            woken = (_NEXT_RELEASED_LOCKED if locked else _NEXT_RELEASED).first(conn, {"now": now})
-            candidates = [found for found in (queued, woken) if found is not None]
+            answered = _NEXT_RELEASED[locked, False].first(conn, {})
+            overdue = _NEXT_RELEASED[locked, True].first(conn, {"now": now})
+            candidates = [found for found in (queued, answered, overdue) if found is not None]
             if not candidates:
                 return None
             row = min(candidates, key=lambda found: (found.created_at, found.execution_id))
@@ -582,7 +592,8 @@ class SqlExecutionStore:
             resumed = adopt_rounds(conn, row.execution_id, lease, now=now) if released else None
             more = (
                 _ANY_QUEUED.first(conn, {}) is not None
-                or _ANY_RELEASED[not locked].first(conn, {"now": now}) is not None
+                or _ANY_RELEASED[not locked, False].first(conn, {}) is not None
+                or _ANY_RELEASED[not locked, True].first(conn, {"now": now}) is not None
             )
             spec, trace_context = _split_trace_context(row.spec)
             return ClaimedExecution(
