@@ -72,7 +72,6 @@ from compare_common import (  # noqa: E402
 )
 
 SETUPS = ("sqlite", "postgres-1", "postgres-2")
-MACHINE = "the machine"  # CpuMeter's key for every core's busy time
 MB = 2**20
 # Issue 36's targets at N = 20,000 (2026-07-28, this 2-core machine), per replica.
 TARGETS = {
@@ -152,28 +151,30 @@ class CpuMeter:
     pids: dict[str, int]
     postgres: bool = False
     start: dict[str, float] = field(default_factory=dict)
+    start_machine: tuple[int, int] = (0, 0)
+    end_machine: tuple[int, int] = (0, 0)
 
     def __post_init__(self) -> None:
-        self.start = self._now()
+        self.start, self.start_machine = self._now(), machine_cpu_ticks()
 
     def _now(self) -> dict[str, float]:
         now = {name: process_cpu_seconds(pid) or 0.0 for name, pid in self.pids.items()}
         if self.postgres:
             now["PostgreSQL"] = postgres_cpu_seconds()
-        now[MACHINE] = machine_cpu_ticks()[0] / TICKS
         return now
 
     def used(self) -> dict[str, float]:
-        now = self._now()
+        now, self.end_machine = self._now(), machine_cpu_ticks()
         used = {name: round(now[name] - self.start[name], 2) for name in self.start}
         # What the machine's cores did besides: the kernel's share of loopback traffic
         # (softirq is nobody's), this bench's own sampling, anything else running here.
-        machine = (now[MACHINE] - self.start[MACHINE]) - sum(
-            v for k, v in used.items() if k != MACHINE
-        )
-        used.pop(MACHINE)
-        used["everything else"] = round(max(machine, 0.0), 2)
+        machine = (self.end_machine[0] - self.start_machine[0]) / TICKS
+        used["everything else"] = round(max(machine - sum(used.values()), 0.0), 2)
         return used
+
+    def busy_share(self) -> float | None:
+        """The share of the machine's cores busy until `used`."""
+        return busy_share(self.start_machine, self.end_machine)
 
 
 def cores_floor(cpu_by_process: dict[str, float]) -> float:
@@ -388,10 +389,8 @@ class Setup:
             if self.mcp_pid is not None:
                 by_role["MCP server"] = self.mcp_pid
             role_cpu = CpuMeter(by_role, postgres=self.name != "sqlite")
-            machine_before = machine_cpu_ticks()
             answered = self.ask(driver, {"op": "answer", "in_flight": args.in_flight}, "answer")
             cpu_by_role = role_cpu.used()
-            machine_busy = busy_share(machine_before, machine_cpu_ticks())
             log(f"{self.name}: {answered['finished']} finished in {answered['seconds']:.1f} s")
             delivered = [
                 self.ask(
@@ -489,7 +488,7 @@ class Setup:
                 "cores_floor_s": cores_floor(cpu_by_role),
                 # Where the bottleneck is: near 1.0, the machine's cores (every
                 # process of the run, and anything else running here).
-                "machine_busy_share": machine_busy,
+                "machine_busy_share": role_cpu.busy_share(),
             },
             "exactly_once": {
                 "subscribers": len(reports) * args.watchers,

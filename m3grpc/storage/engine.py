@@ -292,10 +292,9 @@ def write_transaction(engine: Engine) -> Iterator[Connection]:
     except OperationalError as exc:
         if _is_lock_contention(exc):
             # PostgreSQL's deadlock and serialization victims are OperationalErrors too.
-            victim = getattr(exc.orig, "sqlstate", None) is not None
             raise TransactionConflict(
                 "a concurrent transaction conflicted; retry"
-                if victim
+                if _is_conflict_victim(exc)
                 else "the database stayed busy past the busy timeout; retry"
             ) from exc
         raise _unavailable(exc) from exc
@@ -425,16 +424,12 @@ def _unavailable(exc: Exception) -> StorageUnavailableError:
     )
 
 
+def _is_conflict_victim(exc: DBAPIError) -> bool:
+    """PostgreSQL rolled the transaction back: a serialization failure or a deadlock."""
+    return getattr(exc.orig, "sqlstate", None) in ("40001", "40P01")
+
+
 def _is_lock_contention(exc: DBAPIError) -> bool:
     text = str(exc.orig).lower()
-    code = getattr(exc.orig, "sqlstate", None)
     # SQLite busy/locked; PostgreSQL serialization failure / deadlock.
-    return (
-        "database is locked" in text
-        or "database is busy" in text
-        or code
-        in (
-            "40001",
-            "40P01",
-        )
-    )
+    return "database is locked" in text or "database is busy" in text or _is_conflict_victim(exc)

@@ -133,31 +133,31 @@ _LOCKED = "FOR UPDATE OF m3_executions SKIP LOCKED"
 
 # claim_next's statements, built once (see m3grpc.storage.statements): the oldest
 # queued execution, and of each kind of released one the one nearest its deadline;
-# keyed (locked, overdue): locked on PostgreSQL, not on SQLite, whose one writer
+# keyed (PostgreSQL, overdue): locked on PostgreSQL, not on SQLite, whose one writer
 # needs no row locks.
 _NEXT_QUEUED_SELECT = sa.select(executions).where(_QUEUED).order_by(*_ORDER).limit(1)
 _NEXT_QUEUED = statements.Prepared(_NEXT_QUEUED_SELECT)
 _NEXT_QUEUED_LOCKED = statements.Prepared(_NEXT_QUEUED_SELECT.with_for_update(skip_locked=True))
 _NEXT_RELEASED = {
-    (locked, overdue): statements.Prepared(
+    (postgres, overdue): statements.Prepared(
         _released(
             list(executions.c),
-            not locked,
+            not postgres,
             overdue,
-            f"{_BY_DEADLINE} {_LOCKED}" if locked else _BY_DEADLINE,
+            f"{_BY_DEADLINE} {_LOCKED}" if postgres else _BY_DEADLINE,
         )
     )
-    for locked in (False, True)
+    for postgres in (False, True)
     for overdue in (False, True)
 }
 # Unlocked: on PostgreSQL they may see a row another claim is taking (one extra
 # claim then finds nothing), never miss one.
 _ANY_QUEUED = statements.Prepared(sa.select(executions.c.execution_id).where(_QUEUED).limit(1))
 _ANY_RELEASED = {
-    (sqlite, overdue): statements.Prepared(
-        _released([executions.c.execution_id], sqlite, overdue, _BY_DEADLINE)
+    (postgres, overdue): statements.Prepared(
+        _released([executions.c.execution_id], not postgres, overdue, _BY_DEADLINE)
     )
-    for sqlite in (True, False)
+    for postgres in (False, True)
     for overdue in (False, True)
 }
 
@@ -592,8 +592,8 @@ class SqlExecutionStore:
             resumed = adopt_rounds(conn, row.execution_id, lease, now=now) if released else None
             more = (
                 _ANY_QUEUED.first(conn, {}) is not None
-                or _ANY_RELEASED[not locked, False].first(conn, {}) is not None
-                or _ANY_RELEASED[not locked, True].first(conn, {"now": now}) is not None
+                or _ANY_RELEASED[locked, False].first(conn, {}) is not None
+                or _ANY_RELEASED[locked, True].first(conn, {"now": now}) is not None
             )
             spec, trace_context = _split_trace_context(row.spec)
             return ClaimedExecution(

@@ -93,7 +93,7 @@ def test_a_claim_reads_the_released_rounds_index_in_order_without_sorting(
     waiting, _ = released(execution_store, clock, deadline_minutes=60)
     answered, round_id = released(execution_store, clock, deadline_minutes=60)
     store.submit_responses(round_id, ANSWER, idempotency_key="k")
-    engine = execution_store._engine
+    engine = store.engine
     copies(engine, answered, WAITING)
     # As many overdue: still pending, released, their deadline passed.
     copies(engine, waiting, WAITING, deadline=clock() - timedelta(minutes=1))
